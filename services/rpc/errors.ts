@@ -1,0 +1,51 @@
+import { ConnectError, Code } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+
+/**
+ * The ErrorInfo domain the harness trusts (wire-contract.md section 3.7). A
+ * reason is only honoured by the client when it arrives with this exact domain.
+ */
+export const ERROR_DOMAIN = "mecatl.stacklok.com";
+
+/**
+ * Builds a ConnectError that carries a `google.rpc.ErrorInfo{reason, domain}`
+ * detail, sent in the `grpc-status-details-bin` trailer (section 3.7).
+ *
+ * @param code gRPC status code, e.g. `Code.InvalidArgument` for `cursor_malformed`.
+ * @param reason lower-case reason string such as `cursor_expired` or `follow_lagging`.
+ * @param message human-readable text; never includes payloads or secrets.
+ */
+export function errorWithReason(code: Code, reason: string, message: string): ConnectError {
+  return new ConnectError(message, code, undefined, [
+    { desc: ErrorInfoSchema, value: { reason, domain: ERROR_DOMAIN } },
+  ]);
+}
+
+/**
+ * INVALID_ARGUMENT naming the offending request field (DESIGN.md principle 6).
+ *
+ * @param field the proto field path, e.g. `snapshot.payload`.
+ * @param problem what is wrong with it, e.g. `must not be empty`.
+ */
+export function invalidArgument(field: string, problem: string): ConnectError {
+  return new ConnectError(`${field}: ${problem}`, Code.InvalidArgument);
+}
+
+/** NOT_FOUND with a message naming the missing key (wire-contract.md section 1). */
+export function notFound(message: string): ConnectError {
+  return new ConnectError(message, Code.NotFound);
+}
+
+/**
+ * Turns any error thrown by a store into the ConnectError sent to the client.
+ * ConnectErrors pass through; abort errors become CANCELLED; anything else is
+ * INTERNAL with a generic message (the cause is kept for logging only), as the
+ * shared status vocabulary of wire-contract.md section 1 requires.
+ */
+export function toConnectError(err: unknown): ConnectError {
+  if (err instanceof ConnectError) return err;
+  if (err instanceof Error && (err.name === "AbortError" || err.name === "TimeoutError")) {
+    return new ConnectError("the call was cancelled", Code.Canceled, undefined, undefined, err);
+  }
+  return new ConnectError("internal storage error", Code.Internal, undefined, undefined, err);
+}

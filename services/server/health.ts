@@ -1,0 +1,87 @@
+import { EventEmitter } from "node:events";
+import type { ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { Health, HealthCheckResponse_ServingStatus as Status } from "../../gen/grpc/health/v1/health_pb.js";
+
+export { Status as ServingStatus };
+
+/**
+ * Serving status per gRPC service name, and overall under the empty name
+ * (grpc.health.v1). Every served service shares the backend, so they turn
+ * NOT_SERVING together while it is unreachable or the process shuts down.
+ */
+export class HealthState extends EventEmitter {
+  private readonly statuses = new Map<string, Status>();
+
+  /** @param services fully-qualified names, e.g. `mecatl.driver.v1.SessionStoreService`. */
+  constructor(services: readonly string[]) {
+    super();
+    this.setMaxListeners(0);
+    for (const s of ["", ...services]) this.statuses.set(s, Status.NOT_SERVING);
+  }
+
+  /** Sets every known service (and the overall entry) to `status`, notifying watchers on change. */
+  setAll(status: Status): void {
+    for (const name of this.statuses.keys()) {
+      if (this.statuses.get(name) !== status) {
+        this.statuses.set(name, status);
+        this.emit("change", name, status);
+      }
+    }
+  }
+
+  /** The status of `service`, or undefined for a name this server does not serve. */
+  get(service: string): Status | undefined {
+    return this.statuses.get(service);
+  }
+
+  /** Every known name with its status. */
+  all(): ReadonlyMap<string, Status> {
+    return this.statuses;
+  }
+}
+
+/**
+ * The grpc.health.v1.Health service over a {@link HealthState}. Check answers
+ * NOT_FOUND for an unknown name; Watch sends SERVICE_UNKNOWN for one and keeps
+ * the stream open, sending each change, until the client cancels or the
+ * server shuts down. Health needs no bearer token.
+ */
+export function healthService(state: HealthState): ServiceImpl<typeof Health> {
+  return {
+    check(req) {
+      const status = state.get(req.service);
+      if (status === undefined) throw new ConnectError(`unknown service ${JSON.stringify(req.service)}`, Code.NotFound);
+      return { status };
+    },
+    list() {
+      return { statuses: Object.fromEntries([...state.all()].map(([k, v]) => [k, { status: v }])) };
+    },
+    async *watch(req, ctx) {
+      const queue: Status[] = [state.get(req.service) ?? Status.SERVICE_UNKNOWN];
+      let wake: (() => void) | undefined;
+      const onChange = (name: string, status: Status) => {
+        if (name !== req.service) return;
+        queue.push(status);
+        wake?.();
+      };
+      const onAbort = () => wake?.();
+      state.on("change", onChange);
+      ctx.signal.addEventListener("abort", onAbort);
+      try {
+        while (!ctx.signal.aborted) {
+          const next = queue.shift();
+          if (next !== undefined) {
+            yield { status: next };
+            continue;
+          }
+          await new Promise<void>((resolve) => (wake = resolve));
+          wake = undefined;
+        }
+      } finally {
+        state.off("change", onChange);
+        ctx.signal.removeEventListener("abort", onAbort);
+      }
+    },
+  };
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env node
+/**
+ * The `mecatl-drivers` executable: `serve` runs the storage services; the
+ * operator commands (sessions, events, leases, schedules, health) talk to a
+ * running server through the clients.
+ */
+import { Command } from "commander";
+import { serveCommand } from "./serve-command.js";
+
+const program = new Command("mecatl-drivers")
+  .description("remote storage driver services (mecatl.driver.v1) for the Mecatl agent harness")
+  .showHelpAfterError()
+  .addCommand(serveCommand());
+
+await program.parseAsync(process.argv);

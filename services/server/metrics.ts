@@ -1,0 +1,74 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { createServer, type Server } from "node:http";
+
+/**
+ * The process's Prometheus metrics (DESIGN.md "Transport"): per-method call
+ * counts by status code and latency, backend health and durability mode, and
+ * live follow streams. Served as text on `--metrics-listen` at `/metrics`.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  /** Finished RPCs by service, method and gRPC status code name. */
+  readonly rpcs = new Counter({
+    name: "mecatl_drivers_rpcs_total",
+    help: "Finished RPCs by service, method and status code",
+    labelNames: ["service", "method", "code"] as const,
+    registers: [this.registry],
+  });
+  /** RPC latency in seconds, from request decoded to response or stream end. */
+  readonly rpcSeconds = new Histogram({
+    name: "mecatl_drivers_rpc_duration_seconds",
+    help: "RPC latency in seconds (streams: until the stream ends)",
+    labelNames: ["service", "method"] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60],
+    registers: [this.registry],
+  });
+  /** 1 while the backend answers, 0 otherwise. */
+  readonly backendUp = new Gauge({
+    name: "mecatl_drivers_backend_up",
+    help: "1 while the storage backend is reachable",
+    labelNames: ["backend"] as const,
+    registers: [this.registry],
+  });
+  /** 1 for the durability mode in force (`full` or `relaxed` / `none`). */
+  readonly durability = new Gauge({
+    name: "mecatl_drivers_durability",
+    help: "1 for the durability mode in force: full (fsync before OK), relaxed, or none (memory)",
+    labelNames: ["mode"] as const,
+    registers: [this.registry],
+  });
+  /** Open ReadAfter follow streams in this process. */
+  readonly followers = new Gauge({
+    name: "mecatl_drivers_followers",
+    help: "Open ReadAfter follow streams",
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: "mecatl_drivers_" });
+  }
+
+  /**
+   * Serves `/metrics` on `host:port`.
+   *
+   * @returns the HTTP server (already listening) and its bound port.
+   */
+  async listen(host: string, port: number): Promise<{ server: Server; port: number }> {
+    const server = createServer((req, res) => {
+      if (req.url !== "/metrics") {
+        res.writeHead(404).end("not found; metrics are at /metrics\n");
+        return;
+      }
+      this.registry.metrics().then(
+        (text) => res.writeHead(200, { "content-type": this.registry.contentType }).end(text),
+        (err: Error) => res.writeHead(500).end(err.message),
+      );
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(port, host, () => resolve());
+    });
+    const addr = server.address();
+    return { server, port: typeof addr === "object" && addr !== null ? addr.port : port };
+  }
+}

@@ -1,0 +1,150 @@
+import { Command, Option, InvalidArgumentError } from "commander";
+import ms from "ms";
+import { startServer, type ServerOptions } from "./server.js";
+import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
+import { StartupError } from "../storage/redis-connection.js";
+
+/**
+ * Parses a duration flag such as `30s`, `500ms` or `2m` into milliseconds.
+ *
+ * @throws InvalidArgumentError (commander prints it and exits 1) when the text
+ *   is not a positive duration.
+ */
+export function parseDuration(text: string): number {
+  const value = ms(text as ms.StringValue);
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
+    throw new InvalidArgumentError(`expected a positive duration such as 30s, 500ms or 2m, got ${JSON.stringify(text)}`);
+  }
+  return value;
+}
+
+/**
+ * Parses a positive integer flag.
+ *
+ * @throws InvalidArgumentError when the text is not a whole number ≥ 1.
+ */
+export function parsePositiveInt(text: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`expected a whole number of at least 1, got ${JSON.stringify(text)}`);
+  return n;
+}
+
+function resolveServices(names: string[]): ServiceName[] {
+  if (names.length === 0 || names.includes("all")) return [...SERVICE_NAMES];
+  for (const n of names) {
+    if (!(SERVICE_NAMES as readonly string[]).includes(n)) {
+      throw new StartupError(`unknown service ${JSON.stringify(n)}; choose all or any of ${SERVICE_NAMES.join(", ")}`);
+    }
+  }
+  return names as ServiceName[];
+}
+
+/** Flag values of `serve` as commander hands them over. */
+interface ServeFlags {
+  listen: string;
+  connectListen?: string;
+  insecureListen: boolean;
+  store: string;
+  leaseTtl: number;
+  maxFollowers: number;
+  followBuffer: number;
+  tlsCert?: string;
+  tlsKey?: string;
+  tlsClientCa?: string;
+  authTokenFile?: string;
+  metricsListen?: string;
+  redisUsernameFile?: string;
+  redisPasswordFile?: string;
+  redisTlsCa?: string;
+  redisAllowPlaintext: boolean;
+  redisDurability: "strict" | "relaxed";
+  redisKeyPrefix: string;
+  shutdownGrace: number;
+  logLevel: string;
+}
+
+/**
+ * Turns `serve` flags into {@link ServerOptions}.
+ *
+ * @throws StartupError for combinations no single flag parser can catch (a
+ *   key without a certificate, an unknown service name).
+ */
+export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOptions {
+  if ((f.tlsCert === undefined) !== (f.tlsKey === undefined)) throw new StartupError("--tls-cert and --tls-key go together; give both or neither");
+  if (f.tlsClientCa !== undefined && f.tlsCert === undefined) throw new StartupError("--tls-client-ca needs --tls-cert and --tls-key");
+  return {
+    services: resolveServices(serviceArgs),
+    listen: f.listen,
+    connectListen: f.connectListen,
+    insecureListen: f.insecureListen,
+    tls: f.tlsCert === undefined ? undefined : { certFile: f.tlsCert, keyFile: f.tlsKey!, clientCaFile: f.tlsClientCa },
+    authTokenFile: f.authTokenFile,
+    metricsListen: f.metricsListen,
+    backend: {
+      store: f.store,
+      redisKeyPrefix: f.redisKeyPrefix,
+      redis: {
+        usernameFile: f.redisUsernameFile,
+        passwordFile: f.redisPasswordFile,
+        tlsCaFile: f.redisTlsCa,
+        allowPlaintext: f.redisAllowPlaintext,
+        durability: f.redisDurability,
+      },
+    },
+    settings: { leaseTtlMs: f.leaseTtl, maxFollowers: f.maxFollowers, followBuffer: f.followBuffer },
+    shutdownGraceMs: f.shutdownGrace,
+    logLevel: f.logLevel,
+  };
+}
+
+/**
+ * The `serve` command: runs the chosen services until SIGTERM or SIGINT, then
+ * shuts down gracefully. A startup problem prints one line
+ * (`mecatl-drivers: <what to do>`) and exits with status 2.
+ */
+export function serveCommand(): Command {
+  return new Command("serve")
+    .description("serve the mecatl.driver.v1 storage services (default: all of them on one port)")
+    .argument("[services...]", `all, or any of: ${SERVICE_NAMES.join(", ")}`)
+    .option("--listen <addr>", "gRPC listener: HOST:PORT or unix:/PATH", "127.0.0.1:50051")
+    .option("--connect-listen <addr>", "also serve the Connect and gRPC-Web protocols here (HOST:PORT or unix:/PATH)")
+    .option("--insecure-listen", "allow cleartext on a non-loopback address (protected networks only)", false)
+    .option("--store <url>", "sqlite:PATH, sqlite::memory: (tests; not durable), redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]", "sqlite:./data/mecatl-drivers.sqlite")
+    .option("--lease-ttl <duration>", "lifetime of a session lease", parseDuration, 30_000)
+    .option("--max-followers <n>", "most concurrent ReadAfter follow streams in this process", parsePositiveInt, 4096)
+    .option("--follow-buffer <n>", "records queued for one slow follower before its stream ends with follow_lagging", parsePositiveInt, 1024)
+    .option("--tls-cert <file>", "PEM certificate chain for TLS")
+    .option("--tls-key <file>", "PEM private key for TLS")
+    .option("--tls-client-ca <file>", "require client certificates signed by this PEM CA (mTLS)")
+    .option("--auth-token-file <file>", "require 'authorization: Bearer <token>' with a token from this file (one per line, reloaded on change)")
+    .option("--metrics-listen <addr>", "serve Prometheus metrics at http://HOST:PORT/metrics")
+    .option("--redis-username-file <file>", "Redis ACL user name, read from this file")
+    .option("--redis-password-file <file>", "Redis password, read from this file")
+    .option("--redis-tls-ca <file>", "PEM CA bundle that signs the Redis server certificate (rediss://)")
+    .option("--redis-allow-plaintext", "allow cleartext redis:// to a non-loopback host", false)
+    .addOption(
+      new Option("--redis-durability <mode>", "strict: require appendonly yes + appendfsync always; relaxed: accept weaker persistence (acknowledged writes may be lost)")
+        .choices(["strict", "relaxed"])
+        .default("strict"),
+    )
+    .option("--redis-key-prefix <prefix>", "prefix of every Redis key", "mecatl-drivers:")
+    .option("--shutdown-grace <duration>", "time unary calls get to finish after SIGTERM", parseDuration, 10_000)
+    .addOption(new Option("--log-level <level>", "log level").choices(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"))
+    .action(async (services: string[], flags: ServeFlags) => {
+      try {
+        const server = await startServer(serveOptions(services, flags));
+        const stop = (signal: string) => {
+          server.logger.info({ signal }, "shutting down");
+          void server.close().then(() => process.exit(0));
+        };
+        process.once("SIGTERM", () => stop("SIGTERM"));
+        process.once("SIGINT", () => stop("SIGINT"));
+      } catch (err) {
+        if (err instanceof StartupError) {
+          process.stderr.write(`mecatl-drivers: ${err.message}\n`);
+          process.exit(2);
+        }
+        throw err;
+      }
+    });
+}

@@ -1,0 +1,55 @@
+import type { DescService } from "@bufbuild/protobuf";
+import type { Backend } from "../storage/backend.js";
+import type { AnyServiceImpl } from "./grpc-adapter.js";
+import type { Logger } from "./logger.js";
+import type { Metrics } from "./metrics.js";
+import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { sessionStoreService } from "../session-store/service.js";
+import { openSessionStore } from "../session-store/open.js";
+
+/** Names accepted by `serve [services...]`, besides `all`. */
+export const SERVICE_NAMES = ["session-store", "event-log", "session-lease", "schedule-store"] as const;
+export type ServiceName = (typeof SERVICE_NAMES)[number];
+
+/** Settings services read, from `serve` flags. */
+export interface ServiceSettings {
+  /** Lease lifetime in milliseconds (`--lease-ttl`, default 30 s; wire-contract.md section 4.3). */
+  leaseTtlMs: number;
+  /** Most concurrent ReadAfter follow streams per process (`--max-followers`). */
+  maxFollowers: number;
+  /** Records buffered per follower before it is ended with `follow_lagging` (`--follow-buffer`). */
+  followBuffer: number;
+}
+
+/** What a service module gets to build its implementations. */
+export interface ServiceContext {
+  backend: Backend;
+  settings: ServiceSettings;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+/** One mounted gRPC service: its descriptor and implementation. */
+export interface MountedService {
+  desc: DescService;
+  impl: AnyServiceImpl;
+}
+
+/** A deployable unit of `serve`: one or more gRPC services over the shared backend. */
+export interface ServiceModule {
+  name: ServiceName;
+  /** Builds the implementations; called once at start. */
+  mount(ctx: ServiceContext): MountedService[];
+}
+
+/**
+ * Every service module this build can serve. `serve all` mounts each of them
+ * on one port, as the harness expects when several `--*-url` flags point at
+ * one address (wire-contract.md section 6).
+ */
+export const SERVICE_MODULES: readonly ServiceModule[] = [
+  {
+    name: "session-store",
+    mount: (ctx) => [{ desc: SessionStoreService, impl: sessionStoreService(openSessionStore(ctx.backend)) }],
+  },
+];

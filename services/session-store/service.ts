@@ -1,0 +1,97 @@
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import { SessionStoreService, type SaveRequest } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { invalidArgument, notFound } from "../rpc/errors.js";
+import { requireFormat, requireNonBlank, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
+import { microsToTimestamp } from "../rpc/timestamp.js";
+import type { SessionStore, StoredSnapshot } from "./store.js";
+
+/** The contract string the harness requires from Capabilities (wire-contract.md section 2.4). */
+export const SESSION_STORE_CONTRACT = "session-store/1";
+
+/** The only snapshot format the Go harness writes (wire-contract.md section 2.3). */
+export const SNAPSHOT_FORMAT = "sessnap-json/1";
+
+/** Longest accepted session id, in UTF-8 bytes (DESIGN.md principle 5). */
+export const MAX_SESSION_ID_BYTES = 16 * 1024;
+
+/**
+ * Checks a session id: non-blank and at most {@link MAX_SESSION_ID_BYTES}.
+ *
+ * @throws ConnectError INVALID_ARGUMENT naming `field`.
+ */
+export function requireSessionId(field: string, id: string): string {
+  requireNonBlank(field, id);
+  if (Buffer.byteLength(id, "utf8") > MAX_SESSION_ID_BYTES) throw invalidArgument(field, `longer than ${MAX_SESSION_ID_BYTES} bytes`);
+  return id;
+}
+
+function validSave(req: SaveRequest): { sessionId: string; snapshot: StoredSnapshot } {
+  const sessionId = requireSessionId("session_id", req.sessionId);
+  const snapshot = requirePresent("snapshot", req.snapshot);
+  requireFormat("snapshot.format", snapshot.format, [SNAPSHOT_FORMAT]);
+  requireNonEmptyBytes("snapshot.payload", snapshot.payload);
+  if (!["", "draft", "active"].includes(req.activityState)) {
+    throw invalidArgument("activity_state", `must be "draft", "active" or empty, got ${JSON.stringify(req.activityState)}`);
+  }
+  return { sessionId, snapshot: { format: snapshot.format, payload: snapshot.payload } };
+}
+
+/**
+ * SessionStoreService over a {@link SessionStore} (wire-contract.md section 2).
+ *
+ * - Save: upsert; INVALID_ARGUMENT for a blank `session_id`, missing
+ *   `snapshot`, a format other than `sessnap-json/1`, or an empty payload.
+ * - Create: as Save, but ALREADY_EXISTS (nothing changed) when the id exists.
+ * - Load: NOT_FOUND naming the id when absent.
+ * - List: every id with its save time.
+ * - Delete: idempotent; removes the session's event log in the same store too.
+ * - Capabilities: contract `session-store/1`; list, delete, create.
+ * - PageMetadata, ReadLineage: UNIMPLEMENTED (advertised false, section 2.4).
+ */
+export function sessionStoreService(store: SessionStore): ServiceImpl<typeof SessionStoreService> {
+  return {
+    async save(req) {
+      const { sessionId, snapshot } = validSave(req);
+      await store.save(sessionId, snapshot);
+      return {};
+    },
+    async create(req) {
+      const { sessionId, snapshot } = validSave(req);
+      if (!(await store.create(sessionId, snapshot))) {
+        throw new ConnectError(`session ${JSON.stringify(sessionId)} already exists`, Code.AlreadyExists);
+      }
+      return {};
+    },
+    async load(req) {
+      const sessionId = requireSessionId("session_id", req.sessionId);
+      const snapshot = await store.load(sessionId);
+      if (snapshot === undefined) throw notFound(`session ${JSON.stringify(sessionId)} not found`);
+      return { snapshot };
+    },
+    async list() {
+      const rows = await store.list();
+      return { sessions: rows.map((r) => ({ sessionId: r.sessionId, modifiedAt: microsToTimestamp(r.modifiedAtMicros) })) };
+    },
+    async pageMetadata() {
+      throw new ConnectError("PageMetadata is not supported by this driver (capability metadata_paging is false)", Code.Unimplemented);
+    },
+    async readLineage() {
+      throw new ConnectError("ReadLineage is not supported by this driver (capability lineage is false)", Code.Unimplemented);
+    },
+    async delete(req) {
+      await store.delete(requireSessionId("session_id", req.sessionId));
+      return {};
+    },
+    capabilities() {
+      return {
+        contract: SESSION_STORE_CONTRACT,
+        list: true,
+        delete: true,
+        create: true,
+        metadataPaging: false,
+        lineage: false,
+        activityProjection: false,
+      };
+    },
+  };
+}

@@ -1,0 +1,60 @@
+import { readOp, writeOp, type Migration } from "../storage/sqlite-op.js";
+import type { StoredSessionInfo, StoredSnapshot } from "./store.js";
+
+/** Schema of the session store on SQLite: one row per session. */
+export const sessionStoreMigrations: readonly Migration[] = [
+  {
+    component: "session-store",
+    version: 1,
+    sql: `CREATE TABLE sessions (
+            session_id  TEXT    NOT NULL PRIMARY KEY,
+            format      TEXT    NOT NULL,
+            payload     BLOB    NOT NULL,
+            modified_us INTEGER NOT NULL
+          ) STRICT;`,
+  },
+];
+
+let lastSaveMicros = 0;
+
+/** Save time in microseconds, never earlier than a previous save by this process. */
+function saveMicros(): number {
+  lastSaveMicros = Math.max(lastSaveMicros, Date.now() * 1000);
+  return lastSaveMicros;
+}
+
+/**
+ * Hooks run inside the session-delete transaction to remove the rest of a
+ * session's records (the event log adds its own), so deletion is atomic.
+ */
+export const sessionDeleteHooks: Array<(db: import("better-sqlite3").Database, sessionId: string) => void> = [];
+
+/** The session store's operations on the SQLite worker (wire-contract.md section 2.5). */
+export const sessionStoreOps = {
+  "session.save": writeOp((db, a: { sessionId: string; snapshot: StoredSnapshot }) => {
+    db.prepare(
+      `INSERT INTO sessions (session_id, format, payload, modified_us) VALUES (?, ?, ?, ?)
+       ON CONFLICT (session_id) DO UPDATE SET format = excluded.format, payload = excluded.payload, modified_us = excluded.modified_us`,
+    ).run(a.sessionId, a.snapshot.format, a.snapshot.payload, saveMicros());
+  }),
+  "session.create": writeOp((db, a: { sessionId: string; snapshot: StoredSnapshot }): boolean => {
+    const r = db
+      .prepare(`INSERT INTO sessions (session_id, format, payload, modified_us) VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING`)
+      .run(a.sessionId, a.snapshot.format, a.snapshot.payload, saveMicros());
+    return r.changes === 1;
+  }),
+  "session.load": readOp((db, a: { sessionId: string }): StoredSnapshot | undefined => {
+    const row = db.prepare<[string], { format: string; payload: Buffer }>(`SELECT format, payload FROM sessions WHERE session_id = ?`).get(a.sessionId);
+    return row === undefined ? undefined : { format: row.format, payload: row.payload };
+  }),
+  "session.list": readOp((db, _a: Record<string, never>): StoredSessionInfo[] =>
+    db
+      .prepare<[], { session_id: string; modified_us: number }>(`SELECT session_id, modified_us FROM sessions`)
+      .all()
+      .map((r) => ({ sessionId: r.session_id, modifiedAtMicros: r.modified_us })),
+  ),
+  "session.delete": writeOp((db, a: { sessionId: string }) => {
+    db.prepare(`DELETE FROM sessions WHERE session_id = ?`).run(a.sessionId);
+    for (const hook of sessionDeleteHooks) hook(db, a.sessionId);
+  }),
+};

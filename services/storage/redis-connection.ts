@@ -1,0 +1,144 @@
+import { Redis, type RedisOptions } from "ioredis";
+import { readFileSync } from "node:fs";
+import { isLoopbackHost } from "../server/addresses.js";
+
+/** How strictly the Redis server's persistence is checked at start (DESIGN.md principle 1). */
+export type RedisDurability = "strict" | "relaxed";
+
+/** Options for {@link connectRedis}, from `serve` flags. */
+export interface RedisConnectOptions {
+  /** `redis://HOST:PORT[/DB]` or `rediss://HOST:PORT[/DB]`; must carry no credentials. */
+  url: string;
+  /** File holding the ACL user name (`--redis-username-file`). */
+  usernameFile?: string;
+  /** File holding the password (`--redis-password-file`). */
+  passwordFile?: string;
+  /** PEM CA bundle for `rediss://` (`--redis-tls-ca`); system roots otherwise. */
+  tlsCaFile?: string;
+  /** Permit cleartext `redis://` to a non-loopback host (`--redis-allow-plaintext`). */
+  allowPlaintext?: boolean;
+  /** `strict` (default) refuses a server without `appendonly yes` + `appendfsync always`. */
+  durability?: RedisDurability;
+  /** Milliseconds to wait for the first connection (default 5000). */
+  connectTimeoutMs?: number;
+}
+
+/**
+ * A configuration problem the operator must fix; the message says what to do.
+ * `serve` prints it as one line and exits non-zero.
+ */
+export class StartupError extends Error {
+  override name = "StartupError";
+}
+
+/**
+ * Parses and checks a Redis store URL without connecting.
+ *
+ * @throws StartupError when the URL is malformed, carries credentials, or is
+ *   cleartext to a non-loopback host without `allowPlaintext`.
+ */
+export function parseRedisUrl(url: string, allowPlaintext: boolean): { host: string; port: number; db: number; tls: boolean } {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new StartupError(`--store ${JSON.stringify(url)} is not a valid URL; use redis://HOST:PORT[/DB]`);
+  }
+  const tls = u.protocol === "rediss:";
+  if (!tls && u.protocol !== "redis:") throw new StartupError(`--store ${JSON.stringify(url)}: the scheme must be redis:// or rediss://`);
+  if (u.username !== "" || u.password !== "") {
+    throw new StartupError("--store must not carry credentials; put them in files and pass --redis-username-file / --redis-password-file");
+  }
+  const host = u.hostname.replace(/^\[(.*)\]$/, "$1");
+  if (host === "") throw new StartupError(`--store ${JSON.stringify(url)} names no host`);
+  const port = u.port === "" ? 6379 : Number(u.port);
+  const dbText = u.pathname.replace(/^\//, "");
+  const db = dbText === "" ? 0 : Number(dbText);
+  if (!Number.isInteger(db) || db < 0) throw new StartupError(`--store ${JSON.stringify(url)}: the database number must be a non-negative integer`);
+  if (!tls && !allowPlaintext && !isLoopbackHost(host)) {
+    throw new StartupError(
+      `refusing cleartext Redis to non-loopback host ${host}; use rediss:// (with --redis-tls-ca if needed) or pass --redis-allow-plaintext`,
+    );
+  }
+  return { host, port, db, tls };
+}
+
+function readSecret(file: string | undefined, flag: string): string | undefined {
+  if (file === undefined) return undefined;
+  try {
+    return readFileSync(file, "utf8").trim();
+  } catch (err) {
+    throw new StartupError(`cannot read ${flag} ${file}: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * Connects to Redis, waits until it answers, and checks durability: with
+ * `durability` strict (the default) the server must run with `appendonly yes`
+ * and `appendfsync always`, so that an acknowledged write is on disk
+ * (DESIGN.md "Backends"). The client reconnects forever with capped backoff
+ * after that; callers watch `status` for health.
+ *
+ * @throws StartupError when the URL or files are bad, the server is
+ *   unreachable within `connectTimeoutMs`, or its persistence is too weak.
+ */
+export async function connectRedis(options: RedisConnectOptions): Promise<Redis> {
+  const target = parseRedisUrl(options.url, options.allowPlaintext ?? false);
+  const username = readSecret(options.usernameFile, "--redis-username-file");
+  const password = readSecret(options.passwordFile, "--redis-password-file");
+  const ca = options.tlsCaFile === undefined ? undefined : readSecret(options.tlsCaFile, "--redis-tls-ca");
+  const redisOptions: RedisOptions = {
+    host: target.host,
+    port: target.port,
+    db: target.db,
+    username,
+    password,
+    tls: target.tls ? { ca, servername: target.host, minVersion: "TLSv1.2" } : undefined,
+    lazyConnect: true,
+    enableAutoPipelining: true,
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: true,
+    connectTimeout: options.connectTimeoutMs ?? 5000,
+    retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
+  };
+  const redis = new Redis(redisOptions);
+  redis.on("error", () => undefined); // status changes are observed through health, not thrown
+  try {
+    await redis.connect();
+  } catch (err) {
+    redis.disconnect();
+    throw new StartupError(`cannot reach Redis at ${target.host}:${target.port}: ${(err as Error).message}; start it or fix --store`);
+  }
+  if ((options.durability ?? "strict") === "strict") {
+    try {
+      await verifyDurability(redis);
+    } catch (err) {
+      redis.disconnect();
+      throw err;
+    }
+  }
+  return redis;
+}
+
+/**
+ * Reads `appendonly` and `appendfsync` with CONFIG GET.
+ *
+ * @throws StartupError naming the setting to change (or `--redis-durability=relaxed`).
+ */
+export async function verifyDurability(redis: Redis): Promise<void> {
+  let appendonly: string | undefined;
+  let appendfsync: string | undefined;
+  try {
+    appendonly = ((await redis.config("GET", "appendonly")) as string[])[1];
+    appendfsync = ((await redis.config("GET", "appendfsync")) as string[])[1];
+  } catch (err) {
+    throw new StartupError(
+      `cannot verify Redis durability (CONFIG GET failed: ${(err as Error).message}); allow CONFIG GET for this user or pass --redis-durability=relaxed`,
+    );
+  }
+  if (appendonly !== "yes" || appendfsync !== "always") {
+    throw new StartupError(
+      `Redis is not durable (appendonly=${appendonly}, appendfsync=${appendfsync}): an acknowledged write could be lost; set "appendonly yes" and "appendfsync always" on the Redis server, or pass --redis-durability=relaxed to accept that risk`,
+    );
+  }
+}

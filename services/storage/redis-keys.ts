@@ -1,0 +1,40 @@
+/**
+ * Key layout in Redis. Every key starts with the operator's prefix
+ * (`--redis-key-prefix`, default `mecatl-drivers:`) followed by the schema
+ * version `v1:`, so a future layout can live beside this one. Every key that
+ * belongs to one session or one schedule carries that id in a hash tag
+ * (`{...}`), so all of one session's keys share a Redis Cluster slot
+ * (DESIGN.md "Backends").
+ */
+export class RedisKeys {
+  /** The prefix every key of this store starts with, e.g. `mecatl-drivers:v1:`. */
+  readonly base: string;
+
+  /**
+   * @param prefix the operator's prefix; must not contain `{` or `}`.
+   * @throws Error when the prefix contains a brace (it would break hash tags).
+   */
+  constructor(prefix: string) {
+    if (/[{}]/.test(prefix)) throw new Error(`--redis-key-prefix ${JSON.stringify(prefix)} must not contain { or }`);
+    this.base = `${prefix}v1:`;
+  }
+
+  /** Hash holding one session's snapshot: fields `format`, `payload`, `modified_us`. */
+  snapshot(sessionId: string): string {
+    return `${this.base}session:{${sessionId}}:snapshot`;
+  }
+
+  /** Sorted set of session ids scored by save time in microseconds (List index). */
+  sessionIndex(): string {
+    return `${this.base}sessions`;
+  }
+
+  /**
+   * Every key that holds data of one session, deleted together when the
+   * session is deleted (the event log travels with its session, DESIGN.md
+   * "Event log").
+   */
+  sessionData(sessionId: string): string[] {
+    return [this.snapshot(sessionId)];
+  }
+}

@@ -1,0 +1,27 @@
+import { ConnectError, Code } from "@connectrpc/connect";
+import { expect } from "vitest";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+
+/**
+ * Awaits `promise`, expects it to reject with a ConnectError of `code`, and
+ * returns the error. `messageIncludes` checks the message names the field.
+ */
+export async function expectCode(promise: Promise<unknown>, code: Code, messageIncludes?: string): Promise<ConnectError> {
+  let caught: unknown;
+  try {
+    await promise;
+  } catch (err) {
+    caught = err;
+  }
+  expect(caught, `expected ${Code[code]}, but the call succeeded`).toBeInstanceOf(ConnectError);
+  const ce = caught as ConnectError;
+  expect(Code[ce.code], ce.message).toBe(Code[code]);
+  if (messageIncludes !== undefined) expect(ce.rawMessage).toContain(messageIncludes);
+  return ce;
+}
+
+/** The ErrorInfo reason and domain a ConnectError carries, if any. */
+export function errorInfo(err: ConnectError): { reason: string; domain: string } | undefined {
+  const [info] = err.findDetails(ErrorInfoSchema);
+  return info === undefined ? undefined : { reason: info.reason, domain: info.domain };
+}

@@ -1,0 +1,68 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { freePort, waitFor } from "./wait.js";
+
+/** A `redis-server` process owned by one test file. */
+export interface SpawnedRedis {
+  port: number;
+  url: string;
+  dir: string;
+  /** Kills the process with SIGKILL (keeps the data directory). */
+  kill(): Promise<void>;
+  /** Starts the server again on the same port and directory. */
+  restart(): Promise<void>;
+  /** Kills the server and removes its directory. */
+  stop(): Promise<void>;
+  /** A fresh ioredis client for direct inspection (caller quits it). */
+  client(): Redis;
+}
+
+/**
+ * Spawns a real `redis-server` on a free port with its own directory. By
+ * default it is durable (`appendonly yes`, `appendfsync always`), as the
+ * driver requires; pass `durable: false` to test the refusal.
+ */
+export async function spawnRedis(options: { durable?: boolean } = {}): Promise<SpawnedRedis> {
+  const dir = mkdtempSync(join(tmpdir(), "mecatl-redis-"));
+  const port = await freePort();
+  const durable = options.durable ?? true;
+  const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", durable ? "yes" : "no", "--appendfsync", durable ? "always" : "everysec", "--protected-mode", "no", "--loglevel", "warning"];
+  let proc: ChildProcess;
+  const start = async () => {
+    proc = spawn("redis-server", args, { stdio: "ignore" });
+    await waitFor(async () => {
+      const probe = new Redis({ port, host: "127.0.0.1", lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+      probe.on("error", () => undefined);
+      try {
+        await probe.connect();
+        return (await probe.ping()) === "PONG";
+      } catch {
+        return false;
+      } finally {
+        probe.disconnect();
+      }
+    }, 10_000, "redis-server to accept connections");
+  };
+  const kill = async () => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise((r) => proc.once("exit", r));
+    proc.kill("SIGKILL");
+    await exited;
+  };
+  await start();
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    dir,
+    kill,
+    restart: start,
+    async stop() {
+      await kill();
+      rmSync(dir, { recursive: true, force: true });
+    },
+    client: () => new Redis({ port, host: "127.0.0.1" }),
+  };
+}
