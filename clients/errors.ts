@@ -1,0 +1,240 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+
+/**
+ * The ErrorInfo domain the clients trust (wire-contract.md section 3.7): a
+ * reason is honoured only when it arrives with exactly this domain.
+ */
+export const TRUSTED_ERROR_DOMAIN = "mecatl.stacklok.com";
+
+/** Base class of every error the driver clients raise on purpose. `operation` is the RPC, e.g. `EventLogService/ReadAfter`. */
+export class DriverError extends Error {
+  constructor(
+    message: string,
+    readonly operation: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Load found no session under `sessionId` (NOT_FOUND; wire-contract.md section 2.5). The message names the id. */
+export class SessionNotFoundError extends DriverError {
+  override name = "SessionNotFoundError";
+  constructor(
+    readonly sessionId: string,
+    operation: string,
+  ) {
+    super(`session ${JSON.stringify(sessionId)} not found`, operation);
+  }
+}
+
+/** Create found `sessionId` already stored (ALREADY_EXISTS; section 2.5); the stored snapshot was not changed. */
+export class SessionAlreadyExistsError extends DriverError {
+  override name = "SessionAlreadyExistsError";
+  constructor(
+    readonly sessionId: string,
+    operation: string,
+  ) {
+    super(`session ${JSON.stringify(sessionId)} already exists`, operation);
+  }
+}
+
+/**
+ * Acquire found the lease live and held by another owner, or Renew found it
+ * expired, released or taken over (FAILED_PRECONDITION; section 4.3). The
+ * harness treats the Renew case as "lease lost".
+ */
+export class LeaseHeldError extends DriverError {
+  override name = "LeaseHeldError";
+  constructor(
+    readonly sessionId: string,
+    operation: string,
+    detail: string,
+  ) {
+    super(`lease on ${JSON.stringify(sessionId)} is held by another owner or was lost: ${detail}`, operation);
+  }
+}
+
+/**
+ * NOT_FOUND from the schedule store (section 5.6): the schedule does not
+ * exist, or the slot a Claim/ClaimNow asked for is gone (already claimed,
+ * disabled, exhausted, or not due).
+ */
+export class ScheduleNotFoundError extends DriverError {
+  override name = "ScheduleNotFoundError";
+  constructor(
+    readonly key: string,
+    operation: string,
+    detail: string,
+  ) {
+    super(detail, operation);
+  }
+}
+
+/** LoadFire found no fire record under `fireId` (NOT_FOUND; section 5.5). Also a {@link ScheduleNotFoundError}, as the harness's sentinel is shared. */
+export class FireNotFoundError extends ScheduleNotFoundError {
+  override name = "FireNotFoundError";
+  constructor(
+    readonly fireId: string,
+    operation: string,
+  ) {
+    super(fireId, operation, `fire ${JSON.stringify(fireId)} not found`);
+  }
+}
+
+/** The schedule has a deletion pending (ABORTED; section 5.5), or CompleteScheduleDelete's deletion id did not match. */
+export class DeletionPendingError extends DriverError {
+  override name = "DeletionPendingError";
+  constructor(
+    readonly scheduleName: string,
+    operation: string,
+    detail: string,
+  ) {
+    super(`schedule ${JSON.stringify(scheduleName)}: deletion pending or mismatched (${detail})`, operation);
+  }
+}
+
+/** BeginScheduleDelete found a claimed or running fire (FAILED_PRECONDITION; section 5.5). */
+export class ActiveFireError extends DriverError {
+  override name = "ActiveFireError";
+  constructor(
+    readonly scheduleName: string,
+    operation: string,
+    detail: string,
+  ) {
+    super(`schedule ${JSON.stringify(scheduleName)} has an active fire: ${detail}`, operation);
+  }
+}
+
+/**
+ * The driver rejected a cursor as not one it issued, undecodable, of another
+ * session, or unalignable (INVALID_ARGUMENT with ErrorInfo reason
+ * `cursor_malformed`, domain `mecatl.stacklok.com`; section 3.7).
+ */
+export class CursorMalformedError extends DriverError {
+  override name = "CursorMalformedError";
+  constructor(
+    readonly sessionId: string,
+    operation: string,
+    detail: string,
+  ) {
+    super(`malformed event-log cursor for session ${JSON.stringify(sessionId)}: ${detail}`, operation);
+  }
+}
+
+/**
+ * The cursor belongs to a superseded log generation: the log was deleted or
+ * reset, possibly while a follower was parked on it (FAILED_PRECONDITION with
+ * ErrorInfo reason `cursor_expired`; section 3.7). Read again from the empty
+ * cursor.
+ */
+export class CursorExpiredError extends DriverError {
+  override name = "CursorExpiredError";
+  constructor(
+    readonly sessionId: string,
+    operation: string,
+    detail: string,
+  ) {
+    super(`expired event-log cursor for session ${JSON.stringify(sessionId)}: ${detail}`, operation);
+  }
+}
+
+/**
+ * The driver does not offer this operation: UNIMPLEMENTED, or a session-store
+ * capability negotiated as false (sections 2.4, 3.7, 4.3, 5.6). For
+ * capabilities no RPC was sent; `capability` names it.
+ */
+export class UnsupportedError extends DriverError {
+  override name = "UnsupportedError";
+  constructor(
+    operation: string,
+    detail: string,
+    readonly capability?: string,
+  ) {
+    super(`${operation} is not supported by this driver: ${detail}`, operation);
+  }
+}
+
+/**
+ * Any other failure: a status the client does not map (UNAVAILABLE,
+ * INTERNAL, UNAUTHENTICATED, DEADLINE_EXCEEDED from the server...), or a
+ * connection error. `code` is the gRPC status; `reason` the ErrorInfo reason
+ * when it came with the trusted domain (e.g. `follow_lagging`). The clients
+ * never retry (section 1).
+ */
+export class InfrastructureError extends DriverError {
+  override name = "InfrastructureError";
+  constructor(
+    message: string,
+    operation: string,
+    readonly code: Code,
+    readonly reason?: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, operation, options);
+  }
+}
+
+/**
+ * The driver answered OK with something the harness would not accept: an
+ * unknown format or record kind, a payload that is not JSON, a snapshot,
+ * schedule or fire keyed to another id, a missing required field
+ * (sections 2.3, 3.3, 3.6, 5.3). `code` is `Code.Internal`.
+ */
+export class InvalidDriverResponseError extends InfrastructureError {
+  override name = "InvalidDriverResponseError";
+  constructor(message: string, operation: string, options?: { cause?: unknown }) {
+    super(`invalid driver response from ${operation}: ${message}`, operation, Code.Internal, undefined, options);
+  }
+}
+
+/** The session store's Capabilities answer did not name contract `session-store/1` (section 2.4); the client was not created. */
+export class ContractMismatchError extends DriverError {
+  override name = "ContractMismatchError";
+  constructor(
+    readonly contract: string,
+    operation: string,
+  ) {
+    super(`session store driver speaks contract ${JSON.stringify(contract)}, this client needs "session-store/1"`, operation);
+  }
+}
+
+/** The ErrorInfo reason of `err`, only when its domain is exactly {@link TRUSTED_ERROR_DOMAIN}. */
+export function trustedReason(err: ConnectError): string | undefined {
+  for (const info of err.findDetails(ErrorInfoSchema)) {
+    if (info.domain === TRUSTED_ERROR_DOMAIN) return info.reason;
+  }
+  return undefined;
+}
+
+/** Builds the typed error for one status code, or returns undefined to fall through to {@link InfrastructureError}. */
+export type StatusMapper = (err: ConnectError, reason: string | undefined) => Error | undefined;
+
+/**
+ * Turns whatever a call threw into the error the client raises:
+ *
+ * - when the caller's `signal` is aborted, its reason (an AbortError or
+ *   TimeoutError), never an infrastructure error (section 1);
+ * - our own typed errors pass through;
+ * - a ConnectError goes through `map`, then UNIMPLEMENTED becomes
+ *   {@link UnsupportedError}, and anything else {@link InfrastructureError}
+ *   carrying the code and trusted reason.
+ */
+export function classify(err: unknown, operation: string, signal: AbortSignal | undefined, map?: StatusMapper): Error {
+  if (signal?.aborted) return toAbortReason(signal);
+  if (err instanceof DriverError) return err;
+  const ce = ConnectError.from(err);
+  const reason = trustedReason(ce);
+  const mapped = map?.(ce, reason);
+  if (mapped !== undefined) return mapped;
+  if (ce.code === Code.Unimplemented) return new UnsupportedError(operation, ce.rawMessage);
+  const why = reason === undefined ? "" : ` (${reason})`;
+  return new InfrastructureError(`${operation} failed: ${Code[ce.code]}${why}: ${ce.rawMessage}`, operation, ce.code, reason, { cause: err });
+}
+
+/** The abort reason of an aborted signal as an Error (a DOMException AbortError when the caller gave none). */
+export function toAbortReason(signal: AbortSignal): Error {
+  const r: unknown = signal.reason;
+  return r instanceof Error ? r : new DOMException(String(r ?? "This operation was aborted"), "AbortError");
+}

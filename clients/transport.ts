@@ -1,0 +1,121 @@
+import { connect as netConnect, isIP } from "node:net";
+import { connect as tlsConnect } from "node:tls";
+import type { SecureClientSessionOptions, ClientSessionOptions } from "node:http2";
+import type { Interceptor, Transport } from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { DriverConfigError, parseTarget, type DriverTarget } from "./targets.js";
+
+/**
+ * Largest message sent or accepted: the harness's 64 MiB snapshot limit
+ * (wire-contract.md section 1) plus 1 MiB for the envelope around the payload,
+ * the same figure the server uses.
+ */
+export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024 + 1024 * 1024;
+
+/** PEM material for `--driver-tls` (section 6). Absent fields fall back to the system roots / no client certificate. */
+export interface DriverTls {
+  /** CA bundle that signs the driver's certificate (`--driver-tls-ca`). */
+  ca?: Buffer;
+  /** Client certificate chain for mTLS (`--driver-tls-cert`). */
+  cert?: Buffer;
+  /** Client private key for mTLS (`--driver-tls-key`). */
+  key?: Buffer;
+}
+
+/** How every driver connection of one process is made (the `--driver-*` flags). */
+export interface ConnectionOptions {
+  /** TLS (1.2 or newer) when set; cleartext HTTP/2 otherwise, only to local targets. */
+  tls?: DriverTls;
+  /** Sent as `authorization: Bearer <token>` on every RPC (`--driver-auth-token`). */
+  authToken?: string;
+}
+
+/**
+ * Raised when a target would be dialled in cleartext but is not loopback or a
+ * unix socket (section 6 and 8.15). The message names `CLEARTEXT` and
+ * `--driver-tls`, as the harness's does.
+ */
+export class CleartextRefusedError extends DriverConfigError {
+  override name = "CleartextRefusedError";
+  constructor(readonly target: string) {
+    super(`refusing CLEARTEXT to non-loopback driver target ${JSON.stringify(target)}: enable driver TLS (--driver-tls)`);
+  }
+}
+
+function tcpAuthority(t: Extract<DriverTarget, { kind: "tcp" }>, tls: boolean): string {
+  const host = isIP(t.host) === 6 ? `[${t.host}]` : t.host;
+  return `${tls ? "https" : "http"}://${host}:${t.port}`;
+}
+
+function sessionOptions(t: DriverTarget, tls: DriverTls | undefined): ClientSessionOptions | SecureClientSessionOptions {
+  const secure = tls === undefined ? undefined : { ca: tls.ca, cert: tls.cert, key: tls.key, minVersion: "TLSv1.2" as const };
+  if (t.kind === "unix") {
+    // grpc-go names unix targets "localhost" (authority and TLS server name).
+    return {
+      createConnection: () =>
+        secure === undefined ? netConnect(t.path) : tlsConnect({ ...secure, path: t.path, servername: "localhost", ALPNProtocols: ["h2"] }),
+    };
+  }
+  if (secure === undefined) return {};
+  // Node refuses an IP literal as SNI; certificate checks still use the host.
+  return isIP(t.host) === 0 ? { ...secure, servername: t.host } : secure;
+}
+
+function bearer(token: string): Interceptor {
+  return (next) => (req) => {
+    req.header.set("authorization", `Bearer ${token}`);
+    return next(req);
+  };
+}
+
+/**
+ * The driver connections of one process: one HTTP/2 connection (gRPC
+ * protocol) per distinct target string, shared by every client whose target
+ * is equal, as the harness shares one grpc-go ClientConn (section 6).
+ * Connections open lazily on the first RPC and are unref'd while idle.
+ */
+export class DriverConnections {
+  private readonly pool = new Map<string, { manager: Http2SessionManager; transport: Transport }>();
+
+  /** @throws DriverConfigError when an auth token is empty. */
+  constructor(readonly options: ConnectionOptions = {}) {
+    if (options.authToken !== undefined && options.authToken.trim() === "") throw new DriverConfigError("the driver auth token is empty");
+  }
+
+  /**
+   * The shared transport for `target`.
+   *
+   * @throws DriverConfigError for a target that cannot be parsed, and
+   *   {@link CleartextRefusedError} for a non-local target without TLS
+   *   (with or without a token), before anything is dialled.
+   */
+  transport(target: string): Transport {
+    const existing = this.pool.get(target);
+    if (existing !== undefined) return existing.transport;
+    const parsed = parseTarget(target);
+    const tls = this.options.tls;
+    if (tls === undefined && !parsed.local) throw new CleartextRefusedError(target);
+    const baseUrl = parsed.kind === "unix" ? `${tls ? "https" : "http"}://localhost` : tcpAuthority(parsed, tls !== undefined);
+    const manager = new Http2SessionManager(baseUrl, {}, sessionOptions(parsed, tls));
+    const transport = createGrpcTransport({
+      baseUrl,
+      sessionManager: manager,
+      readMaxBytes: MAX_MESSAGE_BYTES,
+      writeMaxBytes: MAX_MESSAGE_BYTES,
+      interceptors: this.options.authToken === undefined ? [] : [bearer(this.options.authToken)],
+    });
+    this.pool.set(target, { manager, transport });
+    return transport;
+  }
+
+  /** Number of distinct connections (targets) made so far. */
+  get size(): number {
+    return this.pool.size;
+  }
+
+  /** Closes every connection; calls still running end with CANCELLED. */
+  close(): void {
+    for (const { manager } of this.pool.values()) manager.abort();
+    this.pool.clear();
+  }
+}
