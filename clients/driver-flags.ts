@@ -23,6 +23,14 @@ export interface DriverFlags {
 /** Which of the four `--*-url` flags a command takes. */
 export type UrlFlag = "session-store" | "event-log" | "session-lease" | "schedule-store";
 
+/** The {@link DriverFlags} key each `--*-url` flag is parsed into. */
+export const URL_FLAG_KEYS = {
+  "session-store": "sessionStoreUrl",
+  "event-log": "eventLogUrl",
+  "session-lease": "sessionLeaseUrl",
+  "schedule-store": "scheduleStoreUrl",
+} as const satisfies Record<UrlFlag, keyof DriverFlags>;
+
 const URL_HELP: Record<UrlFlag, string> = {
   "session-store": "SessionStoreService target",
   "event-log": "EventLogService target",

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Command } from "commander";
@@ -8,6 +7,7 @@ import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { startStubServer, stub } from "../helpers/stub-server.js";
+import { makePki, type TestPki } from "../helpers/certs.js";
 import { isLocalTarget, parseTarget, DriverConfigError } from "../../clients/targets.js";
 import { CleartextRefusedError, DriverConnections } from "../../clients/transport.js";
 import { openDriverClients } from "../../clients/factory.js";
@@ -163,27 +163,24 @@ describe("connections against servers", () => {
     });
   });
 
-  describe("a real server with TLS", () => {
+  describe("a real server with mutual TLS", () => {
     let server: ServerProcess;
-    let dir: string;
+    let pki: TestPki;
     beforeAll(async () => {
-      dir = mkdtempSync(join(tmpdir(), "mecatl-tls-"));
-      const sh = (args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "ignore" });
-      sh(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-subj", "/CN=test-ca", "-keyout", "ca.key", "-out", "ca.pem"]);
-      sh(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=localhost", "-keyout", "server.key", "-out", "server.csr"]);
-      writeFileSync(join(dir, "ext.cnf"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
-      sh(["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "server.pem"]);
-      server = await startServer(["session-store", "--store", "sqlite::memory:", "--tls-cert", join(dir, "server.pem"), "--tls-key", join(dir, "server.key")]);
+      pki = makePki();
+      server = await startServer(["session-store", "--store", "sqlite::memory:", "--tls-cert", pki.serverCert, "--tls-key", pki.serverKey, "--tls-client-ca", pki.caCert]);
     });
     afterAll(async () => {
       await server?.stop();
-      rmSync(dir, { recursive: true, force: true });
+      rmSync(pki.dir, { recursive: true, force: true });
     });
 
-    test("--driver-tls with --driver-tls-ca verifies the server and works by name and by IP", async () => {
+    const tlsFlags = () => ({ driverTls: true, driverTlsCa: pki.caCert, driverTlsCert: pki.clientCert, driverTlsKey: pki.clientKey });
+
+    test("--driver-tls with CA and client certificate works by name, by IP and through dns:///", async () => {
       const port = server.address.split(":").pop();
       for (const target of [`localhost:${port}`, `127.0.0.1:${port}`, `dns:///localhost:${port}`]) {
-        const clients = await openDriverClients(driverClientOptions({ sessionStoreUrl: target, driverTls: true, driverTlsCa: join(dir, "ca.pem") }));
+        const clients = await openDriverClients(driverClientOptions({ sessionStoreUrl: target, ...tlsFlags() }));
         try {
           await clients.sessionStore!.save("over-tls", snapshot("over-tls"));
         } finally {
@@ -192,9 +189,11 @@ describe("connections against servers", () => {
       }
     });
 
-    test("a server certificate the CA did not sign is refused", async () => {
-      const err = await openDriverClients(driverClientOptions({ sessionStoreUrl: server.address, driverTls: true })).catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(InfrastructureError);
+    test("without the client certificate, or trusting only the system roots, the connection is refused", async () => {
+      for (const flags of [{ driverTls: true, driverTlsCa: pki.caCert }, { driverTls: true }]) {
+        const err = await openDriverClients(driverClientOptions({ sessionStoreUrl: server.address, ...flags })).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(InfrastructureError);
+      }
     });
   });
 });

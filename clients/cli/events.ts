@@ -1,0 +1,136 @@
+import { Command } from "commander";
+import type { CursorRecord, EventLogClient } from "../event-log-client.js";
+import { leafCommand, parseCount, withClients, type CommonFlags } from "./common.js";
+import { action, printJsonLine } from "./output.js";
+
+interface ReadFlags extends CommonFlags {
+  cursor?: string;
+  limit?: number;
+  follow?: boolean;
+}
+
+interface TailFlags extends ReadFlags {
+  last: number;
+}
+
+/** The event's own type label, when its JSON names one (`type`, `Type`, `kind` or `Kind`). */
+function eventType(payload: Uint8Array): string {
+  try {
+    const v = JSON.parse(Buffer.from(payload).toString("utf8")) as Record<string, unknown>;
+    for (const k of ["type", "Type", "kind", "Kind"]) if (typeof v[k] === "string") return v[k] as string;
+  } catch {
+    // the client already refused payloads that are not JSON
+  }
+  return "-";
+}
+
+/**
+ * Prints records as they arrive: one JSON line each with `--json`, otherwise
+ * aligned columns `KIND LIVE BYTES TYPE CURSOR` (a header first). Every line
+ * carries the record's cursor so a later `--cursor` resumes after it.
+ */
+class RecordPrinter {
+  private header = false;
+  last?: string;
+  count = 0;
+
+  constructor(private readonly json: boolean) {}
+
+  print(r: CursorRecord): void {
+    this.last = r.cursor;
+    this.count++;
+    if (this.json) {
+      printJsonLine(r.kind === "event" ? { kind: r.kind, live: r.live, cursor: r.cursor, event: JSON.parse(Buffer.from(r.payload).toString("utf8")) } : { kind: r.kind, live: r.live, cursor: r.cursor, reason: r.reason });
+      return;
+    }
+    if (!this.header) {
+      process.stdout.write(`${"KIND".padEnd(5)}  ${"LIVE".padEnd(5)}  ${"BYTES".padStart(8)}  ${"TYPE".padEnd(20)}  CURSOR\n`);
+      this.header = true;
+    }
+    const bytes = r.kind === "event" ? String(r.payload.byteLength) : "-";
+    const type = r.kind === "event" ? eventType(r.payload) : `(${r.reason || "no reason"})`;
+    process.stdout.write(`${r.kind.padEnd(5)}  ${String(r.live).padEnd(5)}  ${bytes.padStart(8)}  ${type.padEnd(20)}  ${r.cursor}\n`);
+  }
+
+  /** Tells a human where to resume (stderr, so stdout stays parseable). */
+  finish(): void {
+    if (!this.json && this.last !== undefined) process.stderr.write(`${this.count} record(s); resume with --cursor ${this.last}\n`);
+  }
+}
+
+/** An AbortSignal that fires on SIGINT or SIGTERM, so a follow ends cleanly; `dispose` removes the handlers. */
+function interruptSignal(): { signal: AbortSignal; dispose(): void } {
+  const ac = new AbortController();
+  const stop = () => ac.abort();
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+  return {
+    signal: ac.signal,
+    dispose: () => {
+      process.off("SIGINT", stop);
+      process.off("SIGTERM", stop);
+    },
+  };
+}
+
+async function readInto(log: EventLogClient, sessionId: string, flags: ReadFlags, cursor: string | undefined, printer: RecordPrinter): Promise<void> {
+  const interrupt = interruptSignal();
+  try {
+    for await (const r of log.readAfter(sessionId, { cursor, limit: flags.limit ?? 0, follow: flags.follow ?? false, signal: interrupt.signal })) printer.print(r);
+  } finally {
+    interrupt.dispose();
+    printer.finish();
+  }
+}
+
+function readOptions(cmd: Command): Command {
+  return cmd
+    .argument("<session-id>", "the session whose log to read")
+    .option("--cursor <cursor>", "start strictly after this cursor (as printed by an earlier read)")
+    .option("--limit <n>", "stop after this many records (gaps count); 0 = no limit", parseCount);
+}
+
+/**
+ * `mecatl-drivers events read|tail`: an operator's view of EventLogService
+ * (wire-contract.md section 3.6).
+ */
+export function eventsCommand(): Command {
+  const events = new Command("events").description("read and follow a session's event log (EventLogService)");
+
+  events.addCommand(
+    readOptions(leafCommand("read", "print a session's records from the beginning (or after --cursor), each with its cursor", "event-log"))
+      .option("--follow", "keep the stream open and print new records as they are appended (Ctrl-C ends)")
+      .action(
+        action(async (sessionId: string, flags: ReadFlags) => {
+          await withClients(flags, "event-log", (c) => readInto(c.eventLog!, sessionId, flags, flags.cursor, new RecordPrinter(flags.json ?? false)));
+        }),
+      ),
+  );
+
+  events.addCommand(
+    readOptions(leafCommand("tail", "print the last records of a session's log, then follow new ones (or follow from --cursor)", "event-log"))
+      .option("--last <n>", "records already in the log to print first (ignored with --cursor)", parseCount, 10)
+      .option("--no-follow", "print the last records and stop")
+      .action(
+        action(async (sessionId: string, flags: TailFlags) => {
+          const printer = new RecordPrinter(flags.json ?? false);
+          await withClients(flags, "event-log", async (c) => {
+            let cursor = flags.cursor;
+            if (cursor === undefined) {
+              const recent: CursorRecord[] = [];
+              for await (const r of c.eventLog!.readAfter(sessionId)) {
+                recent.push(r);
+                if (recent.length > flags.last) recent.shift();
+                cursor = r.cursor;
+              }
+              for (const r of recent) printer.print(r);
+              printer.count = 0;
+            }
+            if (flags.follow === false) return printer.finish();
+            await readInto(c.eventLog!, sessionId, { ...flags, follow: true }, cursor, printer);
+          });
+        }),
+      ),
+  );
+  return events;
+}

@@ -1,0 +1,65 @@
+import Table from "cli-table3";
+import { DriverError } from "../errors.js";
+import { DriverConfigError } from "../targets.js";
+import { InvalidRequestError } from "../call.js";
+
+/** Exit status of a command that failed because of its flags or arguments. */
+export const EXIT_USAGE = 2;
+
+/** Exit status of a command the driver answered with an error (not found, held, unavailable...). */
+export const EXIT_FAILURE = 1;
+
+/** JSON text with bigints written as decimal strings and byte arrays as base64. */
+export function toJson(value: unknown, indent?: number): string {
+  return JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString("base64") : v), indent);
+}
+
+/** Writes one value as JSON (pretty) followed by a newline. */
+export function printJson(value: unknown): void {
+  process.stdout.write(`${toJson(value, 2)}\n`);
+}
+
+/** Writes one value as a single JSON line (for streams of records). */
+export function printJsonLine(value: unknown): void {
+  process.stdout.write(`${toJson(value)}\n`);
+}
+
+/** Writes a plain, borderless table with a header row; empty cells print as `-`. */
+export function printTable(head: string[], rows: Array<Array<string | number | bigint | boolean | undefined>>): void {
+  const t = new Table({
+    head,
+    chars: { top: "", "top-mid": "", "top-left": "", "top-right": "", bottom: "", "bottom-mid": "", "bottom-left": "", "bottom-right": "", left: "", "left-mid": "", mid: "", "mid-mid": "", right: "", "right-mid": "", middle: "  " },
+    style: { head: [], border: [], "padding-left": 0, "padding-right": 0 },
+  });
+  for (const r of rows) t.push(r.map((c) => (c === undefined || c === "" ? "-" : String(c))));
+  process.stdout.write(`${t.toString()}\n`);
+}
+
+/** Writes `key  value` pairs as a two-column table. */
+export function printFields(fields: Array<[string, string | number | bigint | boolean | undefined]>): void {
+  const width = Math.max(...fields.map(([k]) => k.length));
+  for (const [k, v] of fields) process.stdout.write(`${k.padEnd(width)}  ${v === undefined || v === "" ? "-" : String(v)}\n`);
+}
+
+/**
+ * Runs a command action: prints a failure as one line on stderr
+ * (`mecatl-drivers: <message>`) and sets the exit status, 2 for bad flags or
+ * arguments and 1 for anything else.
+ */
+export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    try {
+      await fn(...args);
+    } catch (err) {
+      const usage = err instanceof DriverConfigError || err instanceof InvalidRequestError || err instanceof UsageError;
+      const message = err instanceof DriverError || usage || err instanceof Error ? (err as Error).message : String(err);
+      process.stderr.write(`mecatl-drivers: ${message}\n`);
+      process.exitCode = usage ? EXIT_USAGE : EXIT_FAILURE;
+    }
+  };
+}
+
+/** A command-line mistake found after parsing (a missing flag, a bad value). */
+export class UsageError extends Error {
+  override name = "UsageError";
+}
