@@ -31,7 +31,7 @@ export class LeaseKeeper {
    */
   async tryAcquire(sessionId: string): Promise<Lease | undefined> {
     try {
-      const lease = await this.stats.time("SessionLeaseService/Acquire", 0, () => this.client.acquire(sessionId, this.owner));
+      const lease = await this.stats.time("SessionLeaseService/Acquire", 0, () => this.client.acquire(sessionId, this.owner), undefined, (e) => e instanceof LeaseHeldError);
       this.ledger.acquired(lease, wallMs());
       if (this.dead) return undefined;
       this.schedule(lease);

@@ -15,6 +15,8 @@ export interface RpcSummary {
   rpc: string;
   calls: number;
   errors: number;
+  /** Expected refusals among the calls (lease held, claim lost). */
+  rejected: number;
   callsPerSecond: number;
   mibPerSecond: number;
   p50Ms: number;
@@ -61,6 +63,7 @@ export function summarize(r: WorkloadResult): WorkloadSummary {
       rpc: s.name,
       calls: s.calls,
       errors: s.errors,
+      rejected: s.rejected,
       callsPerSecond: s.calls / secs,
       mibPerSecond: (s.bytesIn + s.bytesOut) / MiB / secs,
       p50Ms: percentile(sorted, 50),
@@ -96,12 +99,12 @@ function fixed(n: number, digits: number): string {
 /** The human summary: per-RPC table, totals, counts, invariant checks with PASS/FAIL, and the first violations. */
 export function formatSummary(s: WorkloadSummary): string {
   const lines: string[] = [];
-  const head = ["RPC", "CALLS", "ERRORS", "CALLS/S", "MiB/S", "P50 ms", "P99 ms"];
-  const rows = s.rpcs.map((r) => [r.rpc, String(r.calls), String(r.errors), fixed(r.callsPerSecond, 1), fixed(r.mibPerSecond, 2), fixed(r.p50Ms, 2), fixed(r.p99Ms, 2)]);
-  rows.push(["total", String(s.totals.calls), String(s.totals.errors), fixed(s.totals.callsPerSecond, 1), fixed(s.totals.mibPerSecond, 2), "", ""]);
+  const head = ["RPC", "CALLS", "REFUSED", "ERRORS", "CALLS/S", "MiB/S", "P50 ms", "P99 ms"];
+  const rows = s.rpcs.map((r) => [r.rpc, String(r.calls), String(r.rejected), String(r.errors), fixed(r.callsPerSecond, 1), fixed(r.mibPerSecond, 2), fixed(r.p50Ms, 2), fixed(r.p99Ms, 2)]);
+  rows.push(["total", String(s.totals.calls), "", String(s.totals.errors), fixed(s.totals.callsPerSecond, 1), fixed(s.totals.mibPerSecond, 2), "", ""]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const fmt = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
-  lines.push(`workload: ${fixed(s.writeSeconds, 1)} s of turns`, "", fmt(head), ...rows.map(fmt), "");
+  lines.push(`workload: ${fixed(s.writeSeconds, 1)} s of turns; REFUSED = expected answers such as a lease held by another owner or a claim that lost its slot`, "", fmt(head), ...rows.map(fmt), "");
   const c = s.counts;
   lines.push(
     `sessions ${c.sessions}, turns ${c.turns}, lease grants ${c.leaseGrants}, claims ${c.claims} (${c.lostClaims} lost races), crashes ${c.crashes}, watcher reconnects ${c.watcherReconnects}, resumes after errors ${c.watcherResumes}`,

@@ -134,7 +134,7 @@ export class SchedulerCandidate {
       if (!name.startsWith(`${this.ctx.options.runId}-`)) continue;
       const slot = parseRfc3339(s.State.NextFireAt) ?? 0n;
       try {
-        await stats.time("ScheduleStoreService/ClaimSchedule", 0, () => store.claimSchedule(name, now, cronNext(s.Spec.Trigger!.Cron!, now)));
+        await stats.time("ScheduleStoreService/ClaimSchedule", 0, () => store.claimSchedule(name, now, cronNext(s.Spec.Trigger!.Cron!, now)), undefined, (e) => e instanceof ScheduleNotFoundError);
       } catch (err) {
         if (!(err instanceof ScheduleNotFoundError)) throw err;
         this.ledger.lostClaims++;

@@ -2,7 +2,10 @@
 export interface RpcStat {
   name: string;
   calls: number;
+  /** Unexpected failures. */
   errors: number;
+  /** Expected refusals, counted among calls: a lease held by another owner, a claim that lost the race. */
+  rejected: number;
   /** Bytes of payload sent (snapshots, events, records), not counting gRPC framing. */
   bytesOut: number;
   /** Bytes of payload received. */
@@ -27,7 +30,7 @@ export class WorkloadStats {
   private stat(name: string): RpcStat {
     let s = this.byName.get(name);
     if (s === undefined) {
-      s = { name, calls: 0, errors: 0, bytesOut: 0, bytesIn: 0, samples: [] };
+      s = { name, calls: 0, errors: 0, rejected: 0, bytesOut: 0, bytesIn: 0, samples: [] };
       this.byName.set(name, s);
     }
     return s;
@@ -35,10 +38,10 @@ export class WorkloadStats {
 
   /**
    * Times `fn` as one call of `name`, counting `bytesOut` sent and the bytes
-   * `bytesIn` reports from the result. A rejection counts as an error and is
-   * rethrown.
+   * `bytesIn` reports from the result. A rejection is rethrown; it counts as
+   * an error unless `expected` accepts it, then as a (rejected) call.
    */
-  async time<T>(name: string, bytesOut: number, fn: () => Promise<T>, bytesIn?: (result: T) => number): Promise<T> {
+  async time<T>(name: string, bytesOut: number, fn: () => Promise<T>, bytesIn?: (result: T) => number, expected?: (err: unknown) => boolean): Promise<T> {
     const s = this.stat(name);
     const t0 = performance.now();
     try {
@@ -49,7 +52,13 @@ export class WorkloadStats {
       if (bytesIn !== undefined) s.bytesIn += bytesIn(result);
       return result;
     } catch (err) {
-      s.errors++;
+      if (expected?.(err) === true) {
+        s.samples.push(performance.now() - t0);
+        s.calls++;
+        s.rejected++;
+      } else {
+        s.errors++;
+      }
       throw err;
     }
   }
