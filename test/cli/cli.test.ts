@@ -1,0 +1,201 @@
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startServer, type ServerProcess } from "../helpers/server.js";
+import { finished, runCli, spawnCli } from "../helpers/cli.js";
+import { openDriverClients, type DriverClients } from "../../clients/factory.js";
+import { formatNanos, ZERO_TIME } from "../../clients/time.js";
+
+const enc = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
+
+describe("mecatl-drivers operator commands against a real server", () => {
+  let server: ServerProcess;
+  let dir: string;
+  let clients: DriverClients;
+  let ss: string[];
+  let el: string[];
+  let sl: string[];
+  let sc: string[];
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "mecatl-cli-"));
+    server = await startServer(["--store", `sqlite:${join(dir, "store.sqlite")}`]);
+    ss = ["--session-store-url", server.address];
+    el = ["--event-log-url", server.address];
+    sl = ["--session-lease-url", server.address];
+    sc = ["--schedule-store-url", server.address];
+    clients = await openDriverClients({ sessionStoreUrl: server.address, eventLogUrl: server.address, scheduleStoreUrl: server.address });
+  });
+  afterAll(async () => {
+    clients?.close();
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("--help prints usage for the program and every command", async () => {
+    const commands = [[], ["serve"], ["sessions"], ["sessions", "list"], ["sessions", "get"], ["sessions", "delete"], ["events", "read"], ["events", "tail"], ["leases", "acquire"], ["leases", "renew"], ["leases", "release"], ["schedules", "list"], ["schedules", "get"], ["schedules", "due"], ["schedules", "fires"], ["health"], ["workload"]];
+    const results = await Promise.all(commands.map((words) => runCli([...words, "--help"])));
+    for (const [i, r] of results.entries()) {
+      expect(r.code, commands[i]!.join(" ")).toBe(0);
+      expect(r.stdout).toContain(`Usage: mecatl-drivers ${commands[i]!.join(" ")}`.trimEnd());
+    }
+  });
+
+  test("sessions list, get and delete, as tables and as JSON", async () => {
+    const payload = enc({ id: "cli-a", state: "idle", kind: "main", messages: [{ role: "user", text: "hi" }] });
+    await clients.sessionStore!.save("cli-a", payload);
+    await clients.sessionStore!.save("cli-b", enc({ id: "cli-b" }));
+
+    const table = await runCli(["sessions", "list", ...ss]);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/SESSION\s+MODIFIED/);
+    expect(table.stdout).toContain("cli-a");
+    const listed = JSON.parse((await runCli(["sessions", "list", "--json", ...ss])).stdout) as Array<{ sessionId: string; modifiedAt: string }>;
+    expect(listed.map((r) => r.sessionId)).toEqual(expect.arrayContaining(["cli-a", "cli-b"]));
+    expect(listed.every((r) => /Z$/.test(r.modifiedAt))).toBe(true);
+
+    const got = await runCli(["sessions", "get", "cli-a", ...ss]);
+    expect(got.stdout).toMatch(/format\s+sessnap-json\/1/);
+    expect(got.stdout).toMatch(/messages\s+1/);
+    expect(JSON.parse((await runCli(["sessions", "get", "cli-a", "--json", ...ss])).stdout).snapshot.messages).toHaveLength(1);
+    expect((await runCli(["sessions", "get", "cli-a", "--payload", ...ss])).stdout).toBe(Buffer.from(payload).toString("utf8"));
+
+    expect((await runCli(["sessions", "delete", "cli-b", "never-was", ...ss])).code).toBe(0);
+    const after = JSON.parse((await runCli(["sessions", "list", "--json", ...ss])).stdout) as Array<{ sessionId: string }>;
+    expect(after.map((r) => r.sessionId)).not.toContain("cli-b");
+  });
+
+  test("a missing session exits 1 naming it; a missing or remote cleartext target exits 2", async () => {
+    const missing = await runCli(["sessions", "get", "nope", ...ss]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('session "nope" not found');
+    const noUrl = await runCli(["sessions", "list"]);
+    expect(noUrl.code).toBe(2);
+    expect(noUrl.stderr).toContain("--session-store-url is required");
+    const remote = await runCli(["sessions", "list", "--session-store-url", "driver.example.com:7443"]);
+    expect(remote.code).toBe(2);
+    expect(remote.stderr).toContain("CLEARTEXT");
+    expect(remote.stderr).toContain("--driver-tls");
+    const caWithoutTls = await runCli(["sessions", "list", ...ss, "--driver-tls-ca", "/x.pem"]);
+    expect(caWithoutTls.code).toBe(2);
+  });
+
+  test("events read prints every record with its cursor; --limit and --cursor page through the log", async () => {
+    for (let i = 1; i <= 5; i++) await clients.eventLog!.append("cli-ev", JSON.stringify({ type: "tool_call", n: i }));
+    await clients.eventLog!.appendGap("cli-ev", "relay overflow");
+    const all = (await runCli(["events", "read", "cli-ev", "--json", ...el])).stdout.trim().split("\n").map((l) => JSON.parse(l));
+    expect(all.map((r) => r.kind)).toEqual(["event", "event", "event", "event", "event", "gap"]);
+    expect(all[5].reason).toBe("relay overflow");
+    expect(all.every((r) => typeof r.cursor === "string" && r.cursor !== "")).toBe(true);
+
+    const first = (await runCli(["events", "read", "cli-ev", "--json", "--limit", "2", ...el])).stdout.trim().split("\n").map((l) => JSON.parse(l));
+    expect(first.map((r) => r.event.n)).toEqual([1, 2]);
+    const rest = (await runCli(["events", "read", "cli-ev", "--json", "--cursor", first[1].cursor, ...el])).stdout.trim().split("\n").map((l) => JSON.parse(l));
+    expect(rest.map((r) => r.event?.n ?? "gap")).toEqual([3, 4, 5, "gap"]);
+
+    const table = await runCli(["events", "read", "cli-ev", ...el]);
+    expect(table.stdout).toMatch(/KIND\s+LIVE\s+BYTES\s+TYPE\s+CURSOR/);
+    expect(table.stdout).toContain("tool_call");
+    expect(table.stdout).toContain(all[5].cursor);
+    expect(table.stderr).toContain(`resume with --cursor ${all[5].cursor}`);
+
+    const tail = (await runCli(["events", "tail", "cli-ev", "--json", "--last", "2", "--no-follow", ...el])).stdout.trim().split("\n").map((l) => JSON.parse(l));
+    expect(tail.map((r) => r.event?.n ?? "gap")).toEqual([5, "gap"]);
+  });
+
+  test("events read --follow prints later appends and ends cleanly on SIGINT", async () => {
+    await clients.eventLog!.append("cli-follow", JSON.stringify({ n: 1 }));
+    const proc = spawnCli(["events", "read", "cli-follow", "--follow", "--json", ...el]);
+    const lines = () => proc.out.stdout.trim().split("\n").filter((l) => l !== "");
+    const until = async (n: number) => {
+      for (let i = 0; i < 400 && lines().length < n; i++) await new Promise((r) => setTimeout(r, 25));
+    };
+    await until(1);
+    await clients.eventLog!.append("cli-follow", JSON.stringify({ n: 2 }));
+    await until(2);
+    proc.kill("SIGINT");
+    const r = await finished(proc);
+    expect(r.code).toBe(0);
+    const records = lines().map((l) => JSON.parse(l));
+    expect(records.map((x) => [x.event.n, x.live])).toEqual([
+      [1, false],
+      [2, true],
+    ]);
+  });
+
+  test("leases acquire, renew and release; another owner is refused while held", async () => {
+    const a = JSON.parse((await runCli(["leases", "acquire", "cli-lease", "--owner", "alice", "--json", ...sl])).stdout);
+    expect(a).toMatchObject({ sessionId: "cli-lease", owner: "alice" });
+    const held = await runCli(["leases", "acquire", "cli-lease", "--owner", "bob", ...sl]);
+    expect(held.code).toBe(1);
+    expect(held.stderr).toContain("held");
+    const renewed = await runCli(["leases", "renew", "cli-lease", "--owner", "alice", "--token", a.token, ...sl]);
+    expect(renewed.code).toBe(0);
+    expect(renewed.stdout).toMatch(/SESSION\s+OWNER\s+TOKEN\s+EXPIRY/);
+    expect((await runCli(["leases", "release", "cli-lease", "--owner", "alice", "--token", a.token, ...sl])).code).toBe(0);
+    const b = JSON.parse((await runCli(["leases", "acquire", "cli-lease", "--owner", "bob", "--json", ...sl])).stdout);
+    expect(BigInt(b.token) > BigInt(a.token)).toBe(true);
+  });
+
+  test("schedules list, get, due and fires", async () => {
+    const t0 = 1_800_000_000n * 1_000_000_000n;
+    await clients.scheduleStore!.saveSchedule({
+      Spec: { Name: "cli-sched", Prompt: "nightly report", Trigger: { Cron: "0 3 * * *", OneShot: ZERO_TIME }, MaxFires: 0 },
+      State: { NextFireAt: formatNanos(t0), LastFireAt: ZERO_TIME, FireCount: 0, Enabled: true },
+    });
+    await clients.scheduleStore!.claimSchedule("cli-sched", t0, t0 + 86_400n * 1_000_000_000n);
+    await clients.scheduleStore!.recordFire({ ID: "sched--cli-1", ScheduleName: "cli-sched", SessionID: "sched--cli-1", FiredAt: formatNanos(t0), Stop: "end_turn", Err: "" });
+
+    const list = await runCli(["schedules", "list", ...sc]);
+    expect(list.stdout).toMatch(/NAME\s+ENABLED\s+NEXT FIRE/);
+    expect(list.stdout).toContain("cron 0 3 * * *");
+    const got = JSON.parse((await runCli(["schedules", "get", "cli-sched", "--json", ...sc])).stdout);
+    expect(got.State.FireCount).toBe(1);
+    expect((await runCli(["schedules", "get", "cli-sched", ...sc])).stdout).toMatch(/prompt\s+nightly report/);
+    const due = JSON.parse((await runCli(["schedules", "due", "--at", formatNanos(t0 + 90_000n * 1_000_000_000n), "--json", ...sc])).stdout) as Array<{ Spec: { Name: string } }>;
+    expect(due.map((s) => s.Spec.Name)).toContain("cli-sched");
+    const notYet = JSON.parse((await runCli(["schedules", "due", "--at", formatNanos(t0), "--json", ...sc])).stdout) as Array<{ Spec: { Name: string } }>;
+    expect(notYet.map((s) => s.Spec.Name)).not.toContain("cli-sched");
+    const fires = await runCli(["schedules", "fires", "cli-sched", ...sc]);
+    expect(fires.stdout).toMatch(/sched--cli-1\s+sched--cli-1/);
+    expect(fires.stdout).toContain("end_turn");
+    expect((await runCli(["schedules", "get", "nope", ...sc])).code).toBe(1);
+  });
+
+  test("health exits 0 when every named service is SERVING", async () => {
+    const r = await runCli(["health", ...ss, ...el, ...sl, ...sc, "--json"]);
+    expect(r.code).toBe(0);
+    const rows = JSON.parse(r.stdout) as Array<{ service: string; status: string }>;
+    expect(rows.map((x) => x.service)).toEqual(["(server)", "mecatl.driver.v1.SessionStoreService", "mecatl.driver.v1.EventLogService", "mecatl.driver.v1.SessionLeaseService", "mecatl.driver.v1.ScheduleStoreService"]);
+    expect(rows.every((x) => x.status === "SERVING")).toBe(true);
+  });
+});
+
+describe("operator commands against a single-service, token-protected server", () => {
+  let server: ServerProcess;
+  let dir: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "mecatl-cli-token-"));
+    writeFileSync(join(dir, "tokens"), "tok-cli\n");
+    server = await startServer(["session-store", "--store", "sqlite::memory:", "--auth-token-file", join(dir, "tokens")]);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("the token comes from MECATL_DRIVER_AUTH_TOKEN or --driver-auth-token; without it the command fails", async () => {
+    expect((await runCli(["sessions", "list", "--session-store-url", server.address], { env: { MECATL_DRIVER_AUTH_TOKEN: "tok-cli" } })).code).toBe(0);
+    expect((await runCli(["sessions", "list", "--session-store-url", server.address, "--driver-auth-token", "tok-cli"])).code).toBe(0);
+    const denied = await runCli(["sessions", "list", "--session-store-url", server.address]);
+    expect(denied.code).toBe(1);
+    expect(denied.stderr).toContain("Unauthenticated");
+  });
+
+  test("health exits 1 when a named service is not served there", async () => {
+    const r = await runCli(["health", "--session-store-url", server.address, "--event-log-url", server.address]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/EventLogService\s+SERVICE_UNKNOWN/);
+  });
+});
