@@ -93,11 +93,16 @@ export async function deleteCall(
   run: (o: { signal?: AbortSignal; timeoutMs?: number }) => Promise<unknown>,
   map?: StatusMapper,
 ): Promise<void> {
-  if (options?.signal?.aborted) throw toAbortReason(options.signal);
-  try {
-    await run({ signal: options?.signal, timeoutMs: options?.timeoutMs });
-  } catch (err) {
-    if (!options?.signal?.aborted && err instanceof ConnectError && err.code === Code.NotFound) return;
-    throw callerError(err, operation, options, map);
-  }
+  await unaryCall(
+    operation,
+    options,
+    async (o) => {
+      try {
+        await run(o);
+      } catch (err) {
+        if (!(err instanceof ConnectError && err.code === Code.NotFound)) throw err;
+      }
+    },
+    map,
+  );
 }

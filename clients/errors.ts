@@ -83,27 +83,43 @@ export class FireNotFoundError extends ScheduleNotFoundError {
   }
 }
 
-/** The schedule has a deletion pending (ABORTED; section 5.5), or CompleteScheduleDelete's deletion id did not match. */
-export class DeletionPendingError extends DriverError {
-  override name = "DeletionPendingError";
+/** A schedule-state refusal: `scheduleName` and the driver's own words. */
+abstract class ScheduleConflictError extends DriverError {
   constructor(
     readonly scheduleName: string,
     operation: string,
+    summary: string,
     detail: string,
   ) {
-    super(`schedule ${JSON.stringify(scheduleName)}: deletion pending or mismatched (${detail})`, operation);
+    super(`schedule ${JSON.stringify(scheduleName)} ${summary}: ${detail}`, operation);
+  }
+}
+
+/** The schedule has a deletion pending (ABORTED; section 5.5), or CompleteScheduleDelete's deletion id did not match. */
+export class DeletionPendingError extends ScheduleConflictError {
+  override name = "DeletionPendingError";
+  constructor(scheduleName: string, operation: string, detail: string) {
+    super(scheduleName, operation, "has a deletion pending (or another deletion id)", detail);
   }
 }
 
 /** BeginScheduleDelete found a claimed or running fire (FAILED_PRECONDITION; section 5.5). */
-export class ActiveFireError extends DriverError {
+export class ActiveFireError extends ScheduleConflictError {
   override name = "ActiveFireError";
+  constructor(scheduleName: string, operation: string, detail: string) {
+    super(scheduleName, operation, "has an active fire", detail);
+  }
+}
+
+/** A cursor the driver refused for `sessionId`, with the driver's own words. */
+abstract class CursorError extends DriverError {
   constructor(
-    readonly scheduleName: string,
+    readonly sessionId: string,
     operation: string,
+    summary: string,
     detail: string,
   ) {
-    super(`schedule ${JSON.stringify(scheduleName)} has an active fire: ${detail}`, operation);
+    super(`${summary} event-log cursor for session ${JSON.stringify(sessionId)}: ${detail}`, operation);
   }
 }
 
@@ -112,14 +128,10 @@ export class ActiveFireError extends DriverError {
  * session, or unalignable (INVALID_ARGUMENT with ErrorInfo reason
  * `cursor_malformed`, domain `mecatl.stacklok.com`; section 3.7).
  */
-export class CursorMalformedError extends DriverError {
+export class CursorMalformedError extends CursorError {
   override name = "CursorMalformedError";
-  constructor(
-    readonly sessionId: string,
-    operation: string,
-    detail: string,
-  ) {
-    super(`malformed event-log cursor for session ${JSON.stringify(sessionId)}: ${detail}`, operation);
+  constructor(sessionId: string, operation: string, detail: string) {
+    super(sessionId, operation, "malformed", detail);
   }
 }
 
@@ -129,14 +141,10 @@ export class CursorMalformedError extends DriverError {
  * ErrorInfo reason `cursor_expired`; section 3.7). Read again from the empty
  * cursor.
  */
-export class CursorExpiredError extends DriverError {
+export class CursorExpiredError extends CursorError {
   override name = "CursorExpiredError";
-  constructor(
-    readonly sessionId: string,
-    operation: string,
-    detail: string,
-  ) {
-    super(`expired event-log cursor for session ${JSON.stringify(sessionId)}: ${detail}`, operation);
+  constructor(sessionId: string, operation: string, detail: string) {
+    super(sessionId, operation, "expired", detail);
   }
 }
 

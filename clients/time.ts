@@ -30,14 +30,9 @@ export function nowNanos(): bigint {
 
 /** Formats nanoseconds since the epoch as RFC 3339 UTC with all nine fraction digits, e.g. `2025-01-02T03:04:05.123456789Z`. */
 export function formatNanos(nanos: bigint): string {
-  let seconds = nanos / NANOS_PER_SECOND;
-  let rest = nanos % NANOS_PER_SECOND;
-  if (rest < 0n) {
-    rest += NANOS_PER_SECOND;
-    seconds -= 1n;
-  }
+  const { seconds, nanos: rest } = nanosToTimestamp(nanos);
   const iso = new Date(Number(seconds) * 1000).toISOString().replace(/\.\d{3}Z$/, "");
-  return `${iso}.${rest.toString().padStart(9, "0")}Z`;
+  return `${iso}.${String(rest).padStart(9, "0")}Z`;
 }
 
 /** The RFC 3339 zero time Go writes for an unset time field (section 5.4). */
