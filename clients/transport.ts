@@ -47,18 +47,29 @@ function tcpAuthority(t: Extract<DriverTarget, { kind: "tcp" }>, tls: boolean): 
   return `${tls ? "https" : "http"}://${host}:${t.port}`;
 }
 
+/**
+ * Memory one HTTP/2 connection may hold for streams in flight, in MiB
+ * (Node's `maxSessionMemory`). Node's default of 10 refuses new streams with
+ * ENHANCE_YOUR_CALM once a few multi-MiB snapshots are in flight on the
+ * shared connection; the real bound is the 65 MiB message limit times the
+ * calls the process has in flight.
+ */
+export const SESSION_MEMORY_MIB = 64 * 1024;
+
 function sessionOptions(t: DriverTarget, tls: DriverTls | undefined): ClientSessionOptions | SecureClientSessionOptions {
+  const base = { maxSessionMemory: SESSION_MEMORY_MIB };
   const secure = tls === undefined ? undefined : { ca: tls.ca, cert: tls.cert, key: tls.key, minVersion: "TLSv1.2" as const };
   if (t.kind === "unix") {
     // grpc-go names unix targets "localhost" (authority and TLS server name).
     return {
+      ...base,
       createConnection: () =>
         secure === undefined ? netConnect(t.path) : tlsConnect({ ...secure, path: t.path, servername: "localhost", ALPNProtocols: ["h2"] }),
     };
   }
-  if (secure === undefined) return {};
+  if (secure === undefined) return base;
   // Node refuses an IP literal as SNI; certificate checks still use the host.
-  return isIP(t.host) === 0 ? { ...secure, servername: t.host } : secure;
+  return isIP(t.host) === 0 ? { ...base, ...secure, servername: t.host } : { ...base, ...secure };
 }
 
 function bearer(token: string): Interceptor {

@@ -91,8 +91,12 @@ export class Slot {
       if (i < this.sessions.length) return this.sessions[i];
       if (stop.aborted) return undefined;
       await new Promise<void>((resolve) => {
-        this.waiters.push(resolve);
-        stop.addEventListener("abort", () => resolve(), { once: true });
+        const done = () => {
+          stop.removeEventListener("abort", done);
+          resolve();
+        };
+        this.waiters.push(done);
+        stop.addEventListener("abort", done, { once: true });
       });
     }
   }

@@ -66,6 +66,8 @@ export class ClaimLedger {
   readonly fires = new Map<string, Set<string>>();
   /** Claims that found the slot already gone (NOT_FOUND), e.g. after a leader change. */
   lostClaims = 0;
+  /** Schedules where a claim or fire RPC failed, so the store's counts are unknown: their count check is skipped. */
+  readonly uncertain = new Set<string>();
 
   /** Records a successful claim of the slot due at `slot` (nanoseconds). */
   claimed(name: string, slot: bigint): void {
@@ -135,13 +137,16 @@ export class SchedulerCandidate {
       const slot = parseRfc3339(s.State.NextFireAt) ?? 0n;
       try {
         await stats.time("ScheduleStoreService/ClaimSchedule", 0, () => store.claimSchedule(name, now, cronNext(s.Spec.Trigger!.Cron!, now)), undefined, (e) => e instanceof ScheduleNotFoundError);
+        this.ledger.claimed(name, slot);
+        await this.fire(name, slot, now);
       } catch (err) {
-        if (!(err instanceof ScheduleNotFoundError)) throw err;
-        this.ledger.lostClaims++;
-        continue;
+        if (err instanceof ScheduleNotFoundError) {
+          this.ledger.lostClaims++;
+          continue;
+        }
+        this.ledger.uncertain.add(name);
+        throw err;
       }
-      this.ledger.claimed(name, slot);
-      await this.fire(name, slot, now);
     }
   }
 

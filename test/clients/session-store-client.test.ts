@@ -112,6 +112,13 @@ describe.each(allBackends())("SessionStoreClient against a real server on $name"
     expect(err).not.toBeInstanceOf(InfrastructureError);
   });
 
+  test.runIf(backend.name === "sqlite-memory")("eight 8 MiB snapshots in flight at once share the connection without ENHANCE_YOUR_CALM", async () => {
+    const media = "M".repeat(8 * 1024 * 1024);
+    await Promise.all(Array.from({ length: 8 }, (_, i) => client.save(`s-par-${i}`, snapshot(`s-par-${i}`, { media }))));
+    const loaded = await Promise.all(Array.from({ length: 8 }, (_, i) => client.load(`s-par-${i}`)));
+    expect(loaded.every((l) => l.payload.byteLength > 8 * 1024 * 1024)).toBe(true);
+  });
+
   test.runIf(backend.name === "sqlite-memory")("a 63 MiB snapshot round-trips within the 64 MiB limit (section 1)", async () => {
     const big = snapshot("s-huge", { media: "A".repeat(63 * 1024 * 1024) });
     await client.save("s-huge", big);
