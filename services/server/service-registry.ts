@@ -6,6 +6,9 @@ import type { Metrics } from "./metrics.js";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { sessionStoreService } from "../session-store/service.js";
 import { openSessionStore } from "../session-store/open.js";
+import { ScheduleOneShotReArmerService, ScheduleStoreService } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
+import { scheduleReArmerService, scheduleStoreService } from "../schedule-store/service.js";
+import { openScheduleStore } from "../schedule-store/open.js";
 
 /** Names accepted by `serve [services...]`, besides `all`. */
 export const SERVICE_NAMES = ["session-store", "event-log", "session-lease", "schedule-store"] as const;
@@ -51,5 +54,15 @@ export const SERVICE_MODULES: readonly ServiceModule[] = [
   {
     name: "session-store",
     mount: (ctx) => [{ desc: SessionStoreService, impl: sessionStoreService(openSessionStore(ctx.backend)) }],
+  },
+  {
+    name: "schedule-store",
+    mount: (ctx) => {
+      const store = openScheduleStore(ctx.backend);
+      return [
+        { desc: ScheduleStoreService, impl: scheduleStoreService(store) },
+        { desc: ScheduleOneShotReArmerService, impl: scheduleReArmerService(store) },
+      ];
+    },
   },
 ];
