@@ -138,22 +138,24 @@ function scanScalar(t: string, i: number): number {
  * skipped) and returns the index just past it. Works iteratively, so deep
  * nesting cannot overflow the call stack.
  *
+ * @param outerDepth how many containers enclose the value (counts toward
+ *   {@link MAX_JSON_DEPTH}).
  * @throws JsonSyntaxError when the text at `i` is not one valid value, or it
  *   nests deeper than {@link MAX_JSON_DEPTH}.
  */
-export function scanValue(t: string, i: number): number {
+export function scanValue(t: string, i: number, outerDepth = 0): number {
   const stack: number[] = [];
   for (;;) {
     i = skipSpace(t, i);
     const c = t.charCodeAt(i);
     let opened = false;
     if (c === 0x7b || c === 0x5b) {
+      if (outerDepth + stack.length >= MAX_JSON_DEPTH) throw new JsonSyntaxError(`nested deeper than ${MAX_JSON_DEPTH}`, i);
       const close = c === 0x7b ? 0x7d : 0x5d;
       const inner = skipSpace(t, i + 1);
       if (t.charCodeAt(inner) === close) {
         i = inner + 1;
       } else {
-        if (stack.length >= MAX_JSON_DEPTH) throw new JsonSyntaxError(`nested deeper than ${MAX_JSON_DEPTH}`, i);
         stack.push(c === 0x7b ? OBJECT : ARRAY);
         i = c === 0x7b ? scanKeyColon(t, inner) : inner;
         opened = true;
@@ -199,7 +201,7 @@ export function scanObject(t: string, start: number): JsonObject {
     const keyEnd = scanString(t, i);
     const key = JSON.parse(t.slice(i, keyEnd)) as string;
     const valueStart = scanKeyColon(t, i);
-    const valueEnd = scanValue(t, valueStart);
+    const valueEnd = scanValue(t, valueStart, 1);
     members.push({ key, valueStart, valueEnd });
     i = skipSpace(t, valueEnd);
     const d = t.charCodeAt(i);
