@@ -1,5 +1,10 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import { ScheduleOneShotReArmerService, ScheduleStoreService } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
+import {
+  ScheduleOneShotReArmerService,
+  ScheduleStoreService,
+  type ClaimScheduleNowRequest,
+  type ClaimScheduleRequest,
+} from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
 import { notFound } from "../rpc/errors.js";
 import { optionalTime, requireId, requireTime, validFireRecord, validScheduleRecord } from "./requests.js";
 import type { RuleError, ScheduleMutation } from "./rules.js";
@@ -55,6 +60,13 @@ async function runForSchedule(store: ScheduleStore, m: ScheduleMutation, name: s
   return { schedule: toRecord(s) };
 }
 
+/** ClaimSchedule (`checkDue`) and ClaimScheduleNow: name and now required, next_fire optional. */
+function claim(store: ScheduleStore, req: ClaimScheduleRequest | ClaimScheduleNowRequest, checkDue: boolean) {
+  const name = requireId("name", req.name);
+  const now = requireTime("now", req.now);
+  return runForSchedule(store, { kind: "claim", name, now, nextFire: optionalTime("next_fire", req.nextFire), checkDue }, name);
+}
+
 /**
  * ScheduleStoreService over a {@link ScheduleStore} (wire-contract.md
  * section 5). Validation (requests.ts) precedes any storage access; the
@@ -92,16 +104,8 @@ export function scheduleStoreService(store: ScheduleStore): ServiceImpl<typeof S
       const now = requireTime("now", req.now);
       return { schedules: (await store.due(now)).map(toRecord) };
     },
-    async claimSchedule(req) {
-      const name = requireId("name", req.name);
-      const now = requireTime("now", req.now);
-      return runForSchedule(store, { kind: "claim", name, now, nextFire: optionalTime("next_fire", req.nextFire), checkDue: true }, name);
-    },
-    async claimScheduleNow(req) {
-      const name = requireId("name", req.name);
-      const now = requireTime("now", req.now);
-      return runForSchedule(store, { kind: "claim", name, now, nextFire: optionalTime("next_fire", req.nextFire), checkDue: false }, name);
-    },
+    claimSchedule: (req) => claim(store, req, true),
+    claimScheduleNow: (req) => claim(store, req, false),
     async setScheduleEnabled(req) {
       const name = requireId("name", req.name);
       await run(store, { kind: "setEnabled", name, enabled: req.enabled }, name);

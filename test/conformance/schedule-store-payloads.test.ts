@@ -1,11 +1,10 @@
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { beforeAll, describe, expect, test } from "vitest";
 import { Code, type Client } from "@connectrpc/connect";
-import { ScheduleOneShotReArmerService, ScheduleStoreService } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
+import { ScheduleStoreService } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
 import { allBackends, type TestBackend } from "../helpers/backends.js";
-import { startServer, type ServerProcess } from "../helpers/server.js";
-import { grpcClient } from "../helpers/clients.js";
+import { serveSchedules } from "../helpers/schedule-server.js";
 import { expectCode } from "../helpers/errors.js";
-import { fireRecord, iso, OWNED, PENDING, rawScheduleRecord, readFire, readSchedule, scheduleRecord, T0, ts, V1, ZERO } from "../helpers/schedules.js";
+import { fireRecord, iso, OWNED, PENDING, rawScheduleRecord, readFire, readSchedule, scheduleRecord, state, T0, ts, V1 } from "../helpers/schedules.js";
 
 const enc = new TextEncoder();
 
@@ -16,23 +15,10 @@ const enc = new TextEncoder();
  * 8.14 answer INVALID_ARGUMENT naming the field and store nothing.
  */
 describe.each(allBackends())("schedule payloads on $name", (backend: TestBackend) => {
-  let server: ServerProcess;
-  let client: Client<typeof ScheduleStoreService>;
-  let rearmer: Client<typeof ScheduleOneShotReArmerService>;
+  const ctx = serveSchedules(backend);
 
-  beforeAll(async () => {
-    const { store } = await backend.setup();
-    server = await startServer(["schedule-store", "--store", store]);
-    client = grpcClient(ScheduleStoreService, server.address);
-    rearmer = grpcClient(ScheduleOneShotReArmerService, server.address);
-  });
-  afterAll(async () => {
-    await server?.stop();
-    await backend.teardown();
-  });
-
-  const load = async (name: string) => readSchedule((await client.loadSchedule({ name })).schedule);
-  const names = async () => (await client.listSchedules({})).schedules.map((r) => readSchedule(r).spec.Name);
+  const load = async (name: string) => readSchedule((await ctx.client.loadSchedule({ name })).schedule);
+  const names = async () => (await ctx.client.listSchedules({})).schedules.map((r) => readSchedule(r).spec.Name);
 
   describe("JSON fidelity", () => {
     // Unknown keys (top level and nested), odd key order, whitespace, escapes,
@@ -42,59 +28,48 @@ describe.each(allBackends())("schedule payloads on $name", (backend: TestBackend
     const stateText = `{"NextFireAt":"2023-11-15T00:13:20.123456789+02:00","Enabled":true,"FutureKey":[1]}`;
 
     test("the Spec is kept byte for byte through Save, Load, List, Due, Claim and SetEnabled", async () => {
-      await client.saveSchedule({ name: "fid-spec", schedule: rawScheduleRecord(`{"Spec":${specText},"State":${stateText}}`) });
+      await ctx.client.saveSchedule({ name: "fid-spec", schedule: rawScheduleRecord(`{"Spec":${specText},"State":${stateText}}`) });
       const loaded = await load("fid-spec");
       expect(loaded.specText).toBe(specText);
-      const listed = (await client.listSchedules({})).schedules.map(readSchedule).find((s) => s.spec.Name === "fid-spec");
+      const listed = (await ctx.client.listSchedules({})).schedules.map(readSchedule).find((s) => s.spec.Name === "fid-spec");
       expect(listed?.specText).toBe(specText);
-      const due = (await client.dueSchedules({ now: ts(T0, 123_456_789) })).schedules.map(readSchedule).find((s) => s.spec.Name === "fid-spec");
+      const due = (await ctx.client.dueSchedules({ now: ts(T0, 123_456_789) })).schedules.map(readSchedule).find((s) => s.spec.Name === "fid-spec");
       expect(due?.specText).toBe(specText);
-      const c = readSchedule((await client.claimSchedule({ name: "fid-spec", now: ts(T0, 123_456_789), nextFire: ts(T0 + 60) })).schedule);
+      const c = readSchedule((await ctx.client.claimSchedule({ name: "fid-spec", now: ts(T0, 123_456_789), nextFire: ts(T0 + 60) })).schedule);
       expect(c.specText).toBe(specText);
-      await client.setScheduleEnabled({ name: "fid-spec", enabled: false });
+      await ctx.client.setScheduleEnabled({ name: "fid-spec", enabled: false });
       expect((await load("fid-spec")).specText).toBe(specText);
     });
 
     test("an overwriting Save replaces the Spec text exactly and keeps the State", async () => {
       const first = `{"Name":"fid-overwrite","MaxFires":2}`;
       const second = `{"Name":"fid-overwrite", "Extra":{"k":"v"},"FireTimeout":86400000000000}`;
-      await client.saveSchedule({ name: "fid-overwrite", schedule: rawScheduleRecord(`{"Spec":${first},"State":{"NextFireAt":"${iso(T0)}","Enabled":true,"FireCount":1}}`) });
-      await client.saveSchedule({ name: "fid-overwrite", schedule: rawScheduleRecord(`{"Spec":${second}}`) });
+      await ctx.client.saveSchedule({ name: "fid-overwrite", schedule: rawScheduleRecord(`{"Spec":${first},"State":{"NextFireAt":"${iso(T0)}","Enabled":true,"FireCount":1}}`) });
+      await ctx.client.saveSchedule({ name: "fid-overwrite", schedule: rawScheduleRecord(`{"Spec":${second}}`) });
       const got = await load("fid-overwrite");
       expect(got.specText).toBe(second);
       expect(got.state).toMatchObject({ NextFireAt: iso(T0), Enabled: true, FireCount: 1 });
     });
 
     test("times in any offset are instants: a +02:00 NextFireAt is due at the same UTC nanosecond, not one before", async () => {
-      await client.saveSchedule({ name: "fid-offset", schedule: rawScheduleRecord(`{"Spec":{"Name":"fid-offset"},"State":${stateText}}`) });
+      await ctx.client.saveSchedule({ name: "fid-offset", schedule: rawScheduleRecord(`{"Spec":{"Name":"fid-offset"},"State":${stateText}}`) });
       expect((await load("fid-offset")).state.NextFireAt).toBe(iso(T0, 123_456_789));
-      const dueAt = async (nanos: number) => (await client.dueSchedules({ now: ts(T0, nanos) })).schedules.map((r) => readSchedule(r).spec.Name);
+      const dueAt = async (nanos: number) => (await ctx.client.dueSchedules({ now: ts(T0, nanos) })).schedules.map((r) => readSchedule(r).spec.Name);
       expect(await dueAt(123_456_788)).not.toContain("fid-offset");
       expect(await dueAt(123_456_789)).toContain("fid-offset");
-      await expectCode(client.claimSchedule({ name: "fid-offset", now: ts(T0, 123_456_788), nextFire: ts(T0 + 60) }), Code.NotFound);
-      const c = readSchedule((await client.claimSchedule({ name: "fid-offset", now: ts(T0, 123_456_789), nextFire: ts(T0 + 60, 1) })).schedule);
+      await expectCode(ctx.client.claimSchedule({ name: "fid-offset", now: ts(T0, 123_456_788), nextFire: ts(T0 + 60) }), Code.NotFound);
+      const c = readSchedule((await ctx.client.claimSchedule({ name: "fid-offset", now: ts(T0, 123_456_789), nextFire: ts(T0 + 60, 1) })).schedule);
       expect(c.state).toMatchObject({ LastFireAt: "2023-11-14T22:13:20.123456789Z", NextFireAt: "2023-11-14T22:14:20.000000001Z", FireCount: 1 });
     });
 
     test("Go's zero time, null times and -05:30 offsets in a new State", async () => {
       const st = `{"NextFireAt":"2023-11-14T16:43:20-05:30","LastFireAt":null,"FireCount":4,"Enabled":false,"LastFireStartedAt":"0001-01-01T00:00:00Z"}`;
-      await client.saveSchedule({ name: "fid-zero", schedule: rawScheduleRecord(`{"Spec":{"Name":"fid-zero"},"State":${st}}`) });
-      expect((await load("fid-zero")).state).toEqual({
-        NextFireAt: iso(T0),
-        LastFireAt: ZERO,
-        FireCount: 4,
-        Enabled: false,
-        DeletionID: "",
-        LastFireSessionID: "",
-        OneShotRetryCount: 0,
-        LastFireStartedAt: ZERO,
-        LastFireProgressAt: ZERO,
-        FireDeadline: ZERO,
-      });
+      await ctx.client.saveSchedule({ name: "fid-zero", schedule: rawScheduleRecord(`{"Spec":{"Name":"fid-zero"},"State":${st}}`) });
+      expect((await load("fid-zero")).state).toEqual(state({ NextFireAt: iso(T0), FireCount: 4, Enabled: false }));
     });
 
     test("keys match as Go matches them: case-insensitively, and the format follows PlacementOwned", async () => {
-      await client.saveSchedule({ name: "fid-case", schedule: rawScheduleRecord(`{"spec":{"name":"fid-case","placementowned":true},"STATE":{"enabled":true,"nextfireat":"${iso(T0)}"}}`, OWNED) });
+      await ctx.client.saveSchedule({ name: "fid-case", schedule: rawScheduleRecord(`{"spec":{"name":"fid-case","placementowned":true},"STATE":{"enabled":true,"nextfireat":"${iso(T0)}"}}`, OWNED) });
       const got = await load("fid-case");
       expect(got.format).toBe(OWNED);
       expect(got.specText).toBe(`{"name":"fid-case","placementowned":true}`);
@@ -102,25 +77,25 @@ describe.each(allBackends())("schedule payloads on $name", (backend: TestBackend
     });
 
     test("a fire record is returned byte for byte; progress rewrites only its ProgressAt", async () => {
-      await client.saveSchedule({ name: "fid-fire", schedule: scheduleRecord({ Name: "fid-fire" }, { NextFireAt: iso(T0), Enabled: true }) });
+      await ctx.client.saveSchedule({ name: "fid-fire", schedule: scheduleRecord({ Name: "fid-fire" }, { NextFireAt: iso(T0), Enabled: true }) });
       const text = `{"ID":"fid-f1", "ScheduleName":"fid-fire","SessionID":"s","FiredAt":"2023-11-15T00:13:20+02:00","StartedAt":"2023-11-15T00:13:21.000000001+02:00","ProgressAt":"0001-01-01T00:00:00Z","Deadline":"0001-01-01T00:00:00Z","Stop":"","Err":"","Future":{"x":[1e400]}}`;
-      await client.recordFireStart({ name: "fid-fire", fireId: "fid-f1", fire: { format: V1, payload: enc.encode(text) } });
-      const loaded = readFire((await client.loadFire({ fireId: "fid-f1" })).fire);
+      await ctx.client.recordFireStart({ name: "fid-fire", fireId: "fid-f1", fire: { format: V1, payload: enc.encode(text) } });
+      const loaded = readFire((await ctx.client.loadFire({ fireId: "fid-f1" })).fire);
       expect(loaded.text).toBe(text);
       expect((await load("fid-fire")).state).toMatchObject({ LastFireStartedAt: iso(T0 + 1, 1), LastFireProgressAt: iso(T0 + 1, 1), LastFireSessionID: "s" });
-      await client.recordFireProgress({ name: "fid-fire", fireId: "fid-f1", at: ts(T0 + 2, 500) });
-      const progressed = readFire((await client.loadFire({ fireId: "fid-f1" })).fire);
+      await ctx.client.recordFireProgress({ name: "fid-fire", fireId: "fid-f1", at: ts(T0 + 2, 500) });
+      const progressed = readFire((await ctx.client.loadFire({ fireId: "fid-f1" })).fire);
       expect(progressed.text).toBe(text.replace(`"ProgressAt":"0001-01-01T00:00:00Z"`, `"ProgressAt":"2023-11-14T22:13:22.0000005Z"`));
-      const listed = (await client.listFires({ scheduleName: "fid-fire" })).fires.map(readFire);
+      const listed = (await ctx.client.listFires({ scheduleName: "fid-fire" })).fires.map(readFire);
       expect(listed.map((f) => f.text)).toEqual([progressed.text]);
     });
 
     test("progress adds ProgressAt to an in-flight record that lacks the key", async () => {
-      await client.saveSchedule({ name: "fid-fire-nokey", schedule: scheduleRecord({ Name: "fid-fire-nokey" }) });
+      await ctx.client.saveSchedule({ name: "fid-fire-nokey", schedule: scheduleRecord({ Name: "fid-fire-nokey" }) });
       const text = `{"ID":"fid-f2","ScheduleName":"fid-fire-nokey","StartedAt":"${iso(T0)}"}`;
-      await client.recordFireStart({ name: "fid-fire-nokey", fireId: "fid-f2", fire: { format: V1, payload: enc.encode(text) } });
-      await client.recordFireProgress({ name: "fid-fire-nokey", fireId: "fid-f2", at: ts(T0 + 5) });
-      expect(readFire((await client.loadFire({ fireId: "fid-f2" })).fire).text).toBe(`{"ID":"fid-f2","ScheduleName":"fid-fire-nokey","StartedAt":"${iso(T0)}","ProgressAt":"${iso(T0 + 5)}"}`);
+      await ctx.client.recordFireStart({ name: "fid-fire-nokey", fireId: "fid-f2", fire: { format: V1, payload: enc.encode(text) } });
+      await ctx.client.recordFireProgress({ name: "fid-fire-nokey", fireId: "fid-f2", at: ts(T0 + 5) });
+      expect(readFire((await ctx.client.loadFire({ fireId: "fid-f2" })).fire).text).toBe(`{"ID":"fid-f2","ScheduleName":"fid-fire-nokey","StartedAt":"${iso(T0)}","ProgressAt":"${iso(T0 + 5)}"}`);
     });
   });
 
@@ -130,8 +105,8 @@ describe.each(allBackends())("schedule payloads on $name", (backend: TestBackend
     const bytes = (s: string) => enc.encode(s);
 
     beforeAll(async () => {
-      await client.saveSchedule({ name: "bad-target", schedule: good });
-      await client.claimSchedule({ name: "bad-target", now: ts(T0), nextFire: ts(T0 + 60) });
+      await ctx.client.saveSchedule({ name: "bad-target", schedule: good });
+      await ctx.client.claimSchedule({ name: "bad-target", now: ts(T0), nextFire: ts(T0 + 60) });
     });
 
     const saveCases: Array<[string, string, Parameters<Client<typeof ScheduleStoreService>["saveSchedule"]>[0]]> = [
@@ -163,7 +138,7 @@ describe.each(allBackends())("schedule payloads on $name", (backend: TestBackend
     ];
 
     test.each(saveCases)("SaveSchedule: %s names %s", async (_label, field, req) => {
-      await expectCode(client.saveSchedule(req), Code.InvalidArgument, field);
+      await expectCode(ctx.client.saveSchedule(req), Code.InvalidArgument, field);
     });
 
     const fireCases: Array<[string, string, { fireId: string; fire?: { format: string; payload: Uint8Array } }]> = [
@@ -179,37 +154,37 @@ describe.each(allBackends())("schedule payloads on $name", (backend: TestBackend
     ];
 
     test.each(fireCases)("RecordFire: %s names %s", async (_label, field, req) => {
-      await expectCode(client.recordFire(req), Code.InvalidArgument, field);
+      await expectCode(ctx.client.recordFire(req), Code.InvalidArgument, field);
     });
 
     test.each(fireCases)("RecordFireStart: %s names %s", async (_label, field, req) => {
-      await expectCode(client.recordFireStart({ name: "bad-target", ...req }), Code.InvalidArgument, field);
+      await expectCode(ctx.client.recordFireStart({ name: "bad-target", ...req }), Code.InvalidArgument, field);
     });
 
     const scalarCases: Array<[string, string, () => Promise<unknown>]> = [
-      ["LoadSchedule blank name", "name", () => client.loadSchedule({ name: "" })],
-      ["DeleteSchedule blank name", "name", () => client.deleteSchedule({ name: "" })],
-      ["ClaimSchedule blank name", "name", () => client.claimSchedule({ name: "", now: ts(T0) })],
-      ["ClaimSchedule nil now", "now", () => client.claimSchedule({ name: "bad-target" })],
-      ["ClaimSchedule now beyond year 9999", "now", () => client.claimSchedule({ name: "bad-target", now: ts(253_402_300_800) })],
-      ["ClaimSchedule next_fire with negative nanos", "next_fire", () => client.claimSchedule({ name: "bad-target", now: ts(T0 + 60), nextFire: ts(T0, -1) })],
-      ["ClaimScheduleNow blank name", "name", () => client.claimScheduleNow({ name: "", now: ts(T0) })],
-      ["ClaimScheduleNow nil now", "now", () => client.claimScheduleNow({ name: "bad-target" })],
-      ["SetScheduleEnabled blank name", "name", () => client.setScheduleEnabled({ name: "" })],
-      ["RecordFireStart blank name", "name", () => client.recordFireStart({ name: " ", fireId: "bad-fire", fire: goodFire })],
-      ["RecordFireProgress blank name", "name", () => client.recordFireProgress({ name: "", fireId: "f", at: ts(T0) })],
-      ["RecordFireProgress blank fire_id", "fire_id", () => client.recordFireProgress({ name: "bad-target", fireId: "", at: ts(T0) })],
-      ["RecordFireProgress nil at", "at", () => client.recordFireProgress({ name: "bad-target", fireId: "f" })],
-      ["LoadFire blank fire_id", "fire_id", () => client.loadFire({ fireId: "" })],
-      ["ListFires blank schedule_name", "schedule_name", () => client.listFires({ scheduleName: "" })],
-      ["ReArmOneShot blank name", "name", () => rearmer.reArmOneShot({ name: "", nextFire: ts(T0) })],
-      ["ReArmOneShot nil next_fire", "next_fire", () => rearmer.reArmOneShot({ name: "bad-target" })],
-      ["DueSchedules nil now", "now", () => client.dueSchedules({})],
-      ["BeginScheduleDelete blank name", "name", () => client.beginScheduleDelete({ name: "", deletionId: "d" })],
-      ["BeginScheduleDelete blank deletion_id", "deletion_id", () => client.beginScheduleDelete({ name: "bad-target", deletionId: "" })],
-      ["CompleteScheduleDelete blank name", "name", () => client.completeScheduleDelete({ name: "", deletionId: "d" })],
-      ["CompleteScheduleDelete blank deletion_id", "deletion_id", () => client.completeScheduleDelete({ name: "bad-target", deletionId: "" })],
-      ["a name longer than 16 KiB", "name", () => client.loadSchedule({ name: "x".repeat(16 * 1024 + 1) })],
+      ["LoadSchedule blank name", "name", () => ctx.client.loadSchedule({ name: "" })],
+      ["DeleteSchedule blank name", "name", () => ctx.client.deleteSchedule({ name: "" })],
+      ["ClaimSchedule blank name", "name", () => ctx.client.claimSchedule({ name: "", now: ts(T0) })],
+      ["ClaimSchedule nil now", "now", () => ctx.client.claimSchedule({ name: "bad-target" })],
+      ["ClaimSchedule now beyond year 9999", "now", () => ctx.client.claimSchedule({ name: "bad-target", now: ts(253_402_300_800) })],
+      ["ClaimSchedule next_fire with negative nanos", "next_fire", () => ctx.client.claimSchedule({ name: "bad-target", now: ts(T0 + 60), nextFire: ts(T0, -1) })],
+      ["ClaimScheduleNow blank name", "name", () => ctx.client.claimScheduleNow({ name: "", now: ts(T0) })],
+      ["ClaimScheduleNow nil now", "now", () => ctx.client.claimScheduleNow({ name: "bad-target" })],
+      ["SetScheduleEnabled blank name", "name", () => ctx.client.setScheduleEnabled({ name: "" })],
+      ["RecordFireStart blank name", "name", () => ctx.client.recordFireStart({ name: " ", fireId: "bad-fire", fire: goodFire })],
+      ["RecordFireProgress blank name", "name", () => ctx.client.recordFireProgress({ name: "", fireId: "f", at: ts(T0) })],
+      ["RecordFireProgress blank fire_id", "fire_id", () => ctx.client.recordFireProgress({ name: "bad-target", fireId: "", at: ts(T0) })],
+      ["RecordFireProgress nil at", "at", () => ctx.client.recordFireProgress({ name: "bad-target", fireId: "f" })],
+      ["LoadFire blank fire_id", "fire_id", () => ctx.client.loadFire({ fireId: "" })],
+      ["ListFires blank schedule_name", "schedule_name", () => ctx.client.listFires({ scheduleName: "" })],
+      ["ReArmOneShot blank name", "name", () => ctx.rearmer.reArmOneShot({ name: "", nextFire: ts(T0) })],
+      ["ReArmOneShot nil next_fire", "next_fire", () => ctx.rearmer.reArmOneShot({ name: "bad-target" })],
+      ["DueSchedules nil now", "now", () => ctx.client.dueSchedules({})],
+      ["BeginScheduleDelete blank name", "name", () => ctx.client.beginScheduleDelete({ name: "", deletionId: "d" })],
+      ["BeginScheduleDelete blank deletion_id", "deletion_id", () => ctx.client.beginScheduleDelete({ name: "bad-target", deletionId: "" })],
+      ["CompleteScheduleDelete blank name", "name", () => ctx.client.completeScheduleDelete({ name: "", deletionId: "d" })],
+      ["CompleteScheduleDelete blank deletion_id", "deletion_id", () => ctx.client.completeScheduleDelete({ name: "bad-target", deletionId: "" })],
+      ["a name longer than 16 KiB", "name", () => ctx.client.loadSchedule({ name: "x".repeat(16 * 1024 + 1) })],
     ];
 
     test.each(scalarCases)("%s names %s", async (_label, field, call) => {
@@ -218,18 +193,18 @@ describe.each(allBackends())("schedule payloads on $name", (backend: TestBackend
 
     test("after every bad request the store holds exactly what it held before", async () => {
       const before = await load("bad-target");
-      for (const [, , req] of saveCases) await client.saveSchedule(req).catch(() => undefined);
-      for (const [, , req] of fireCases) await client.recordFire(req).catch(() => undefined);
-      for (const [, , req] of fireCases) await client.recordFireStart({ name: "bad-target", ...req }).catch(() => undefined);
+      for (const [, , req] of saveCases) await ctx.client.saveSchedule(req).catch(() => undefined);
+      for (const [, , req] of fireCases) await ctx.client.recordFire(req).catch(() => undefined);
+      for (const [, , req] of fireCases) await ctx.client.recordFireStart({ name: "bad-target", ...req }).catch(() => undefined);
       for (const [, , call] of scalarCases) await call().catch(() => undefined);
       const after = await load("bad-target");
       expect(after.text).toBe(before.text);
       expect(after.state).toMatchObject({ FireCount: 1, LastFireSessionID: PENDING, NextFireAt: iso(T0 + 60) });
       expect(await names()).not.toContain("bad-OTHER");
-      expect((await client.listFires({ scheduleName: "bad-target" })).fires).toEqual([]);
-      await expectCode(client.loadFire({ fireId: "bad-fire" }), Code.NotFound);
+      expect((await ctx.client.listFires({ scheduleName: "bad-target" })).fires).toEqual([]);
+      await expectCode(ctx.client.loadFire({ fireId: "bad-fire" }), Code.NotFound);
       // The control: the well-formed fire is accepted, so the table failed on validation alone.
-      await client.recordFire({ fireId: "bad-fire", fire: goodFire });
+      await ctx.client.recordFire({ fireId: "bad-fire", fire: goodFire });
       expect((await load("bad-target")).state.LastFireSessionID).toBe("s");
     });
   });

@@ -1,9 +1,7 @@
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { Code, type Client } from "@connectrpc/connect";
-import { ScheduleOneShotReArmerService, ScheduleStoreService } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
+import { describe, expect, test } from "vitest";
+import { Code } from "@connectrpc/connect";
 import { allBackends, type TestBackend } from "../helpers/backends.js";
-import { startServer, type ServerProcess } from "../helpers/server.js";
-import { grpcClient } from "../helpers/clients.js";
+import { serveSchedules } from "../helpers/schedule-server.js";
 import { expectCode } from "../helpers/errors.js";
 import { fireRecord, iso, OWNED, PENDING, readFire, readSchedule, scheduleRecord, T0, ts, V1, ZERO, type SpecInit, type State } from "../helpers/schedules.js";
 
@@ -14,29 +12,16 @@ import { fireRecord, iso, OWNED, PENDING, readFire, readSchedule, scheduleRecord
  * of section 5.5.
  */
 describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBackend) => {
-  let server: ServerProcess;
-  let client: Client<typeof ScheduleStoreService>;
-  let rearmer: Client<typeof ScheduleOneShotReArmerService>;
+  const ctx = serveSchedules(backend);
 
-  beforeAll(async () => {
-    const { store } = await backend.setup();
-    server = await startServer(["schedule-store", "--store", store]);
-    client = grpcClient(ScheduleStoreService, server.address);
-    rearmer = grpcClient(ScheduleOneShotReArmerService, server.address);
-  });
-  afterAll(async () => {
-    await server?.stop();
-    await backend.teardown();
-  });
-
-  const save = (spec: SpecInit, st: Partial<State> = {}) => client.saveSchedule({ name: spec.Name, schedule: scheduleRecord(spec, st) });
-  const load = async (name: string) => readSchedule((await client.loadSchedule({ name })).schedule);
+  const save = (spec: SpecInit, st: Partial<State> = {}) => ctx.client.saveSchedule({ name: spec.Name, schedule: scheduleRecord(spec, st) });
+  const load = async (name: string) => readSchedule((await ctx.client.loadSchedule({ name })).schedule);
   const claim = async (name: string, now: number, next?: number) =>
-    readSchedule((await client.claimSchedule({ name, now: ts(now), nextFire: next === undefined ? undefined : ts(next) })).schedule);
+    readSchedule((await ctx.client.claimSchedule({ name, now: ts(now), nextFire: next === undefined ? undefined : ts(next) })).schedule);
   const claimNow = async (name: string, now: number, next?: number) =>
-    readSchedule((await client.claimScheduleNow({ name, now: ts(now), nextFire: next === undefined ? undefined : ts(next) })).schedule);
-  const dueNames = async (now: number) => (await client.dueSchedules({ now: ts(now) })).schedules.map((r) => readSchedule(r).spec.Name);
-  const fires = async (name: string) => (await client.listFires({ scheduleName: name })).fires.map(readFire);
+    readSchedule((await ctx.client.claimScheduleNow({ name, now: ts(now), nextFire: next === undefined ? undefined : ts(next) })).schedule);
+  const dueNames = async (now: number) => (await ctx.client.dueSchedules({ now: ts(now) })).schedules.map((r) => String(readSchedule(r).spec.Name));
+  const fires = async (name: string) => (await ctx.client.listFires({ scheduleName: name })).fires.map(readFire);
   /** A saved recurring schedule due at T0, claimed at T0 with the next fire a minute on. */
   const claimed = async (name: string) => {
     await save({ Name: name }, { NextFireAt: iso(T0), Enabled: true });
@@ -69,21 +54,21 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
     });
 
     test("load of an unknown schedule is NOT_FOUND", async () => {
-      await expectCode(client.loadSchedule({ name: "conf-missing" }), Code.NotFound, "conf-missing");
+      await expectCode(ctx.client.loadSchedule({ name: "conf-missing" }), Code.NotFound, "conf-missing");
     });
 
     test("delete is idempotent", async () => {
       await save({ Name: "conf-del" });
-      await client.deleteSchedule({ name: "conf-del" });
-      await expectCode(client.loadSchedule({ name: "conf-del" }), Code.NotFound);
-      await client.deleteSchedule({ name: "conf-del" });
-      await client.deleteSchedule({ name: "conf-never" });
+      await ctx.client.deleteSchedule({ name: "conf-del" });
+      await expectCode(ctx.client.loadSchedule({ name: "conf-del" }), Code.NotFound);
+      await ctx.client.deleteSchedule({ name: "conf-del" });
+      await ctx.client.deleteSchedule({ name: "conf-never" });
     });
 
     test("list returns every saved schedule", async () => {
       const names = ["conf-list-a", "conf-list-b", "conf-list-c"];
       for (const n of names) await save({ Name: n });
-      const listed = (await client.listSchedules({})).schedules.map((r) => readSchedule(r).spec.Name);
+      const listed = (await ctx.client.listSchedules({})).schedules.map((r) => String(readSchedule(r).spec.Name));
       expect(listed).toEqual(expect.arrayContaining(names));
       expect(new Set(listed).size).toBe(listed.length);
     });
@@ -116,21 +101,21 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
     test("a second claim at the same now is NOT_FOUND (at-most-once)", async () => {
       await save({ Name: "conf-atmostonce" }, { NextFireAt: iso(T0), Enabled: true });
       await claim("conf-atmostonce", T0, T0 + 60);
-      await expectCode(client.claimSchedule({ name: "conf-atmostonce", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
+      await expectCode(ctx.client.claimSchedule({ name: "conf-atmostonce", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
     });
 
     test("claim of an unknown schedule is NOT_FOUND", async () => {
-      await expectCode(client.claimSchedule({ name: "conf-claim-missing", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
+      await expectCode(ctx.client.claimSchedule({ name: "conf-claim-missing", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
     });
 
     test("record fire updates the last session and is idempotent per fire id", async () => {
       await claimed("conf-record");
       expect((await load("conf-record")).state.LastFireSessionID).toBe(PENDING);
-      await client.recordFire({ fireId: "fire-1", fire: fireRecord({ ID: "fire-1", ScheduleName: "conf-record", SessionID: "real-session-1", FiredAt: iso(T0), Stop: "end_turn" }) });
+      await ctx.client.recordFire({ fireId: "fire-1", fire: fireRecord({ ID: "fire-1", ScheduleName: "conf-record", SessionID: "real-session-1", FiredAt: iso(T0), Stop: "end_turn" }) });
       expect((await load("conf-record")).state.LastFireSessionID).toBe("real-session-1");
-      await client.recordFire({ fireId: "fire-1", fire: fireRecord({ ID: "fire-1", ScheduleName: "conf-record", SessionID: "real-session-2", FiredAt: iso(T0), Stop: "error", Err: "transient" }) });
+      await ctx.client.recordFire({ fireId: "fire-1", fire: fireRecord({ ID: "fire-1", ScheduleName: "conf-record", SessionID: "real-session-2", FiredAt: iso(T0), Stop: "error", Err: "transient" }) });
       expect((await load("conf-record")).state.LastFireSessionID).toBe("real-session-1");
-      const f = readFire((await client.loadFire({ fireId: "fire-1" })).fire);
+      const f = readFire((await ctx.client.loadFire({ fireId: "fire-1" })).fire);
       expect(f).toMatchObject({ ID: "fire-1", SessionID: "real-session-1", Stop: "end_turn", Err: "" });
       expect(await fires("conf-record")).toHaveLength(1);
     });
@@ -139,7 +124,7 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
       await claimed("conf-firestart");
       const st = (await load("conf-firestart")).state;
       expect(st).toMatchObject({ LastFireStartedAt: ZERO, LastFireSessionID: PENDING });
-      await client.recordFireStart({
+      await ctx.client.recordFireStart({
         name: "conf-firestart",
         fireId: "fire-inflight",
         fire: fireRecord({ ID: "fire-inflight", ScheduleName: "conf-firestart", SessionID: "real-session-1", FiredAt: iso(T0), StartedAt: iso(T0 + 1), Deadline: iso(T0 + 301) }),
@@ -157,9 +142,9 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
     test("record fire start is idempotent per fire id", async () => {
       await claimed("conf-firestart-idem");
       const rec = fireRecord({ ID: "fire-idem", ScheduleName: "conf-firestart-idem", SessionID: "real-session-idem", FiredAt: iso(T0), StartedAt: iso(T0 + 1) });
-      await client.recordFireStart({ name: "conf-firestart-idem", fireId: "fire-idem", fire: rec });
-      await client.recordFireProgress({ name: "conf-firestart-idem", fireId: "fire-idem", at: ts(T0 + 5) });
-      await client.recordFireStart({ name: "conf-firestart-idem", fireId: "fire-idem", fire: rec });
+      await ctx.client.recordFireStart({ name: "conf-firestart-idem", fireId: "fire-idem", fire: rec });
+      await ctx.client.recordFireProgress({ name: "conf-firestart-idem", fireId: "fire-idem", at: ts(T0 + 5) });
+      await ctx.client.recordFireStart({ name: "conf-firestart-idem", fireId: "fire-idem", fire: rec });
       // The repeat changed nothing: progress was not reset to the start instant.
       expect((await load("conf-firestart-idem")).state).toMatchObject({ LastFireStartedAt: iso(T0 + 1), LastFireProgressAt: iso(T0 + 5) });
       expect(await fires("conf-firestart-idem")).toHaveLength(1);
@@ -168,12 +153,12 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
     test("record fire progress advances, never rewinds, and advances the fire record", async () => {
       const name = "conf-fireprogress";
       await claimed(name);
-      await client.recordFireStart({ name, fireId: "fire-progress", fire: fireRecord({ ID: "fire-progress", ScheduleName: name, SessionID: "s", FiredAt: iso(T0), StartedAt: iso(T0 + 1) }) });
-      await client.recordFireProgress({ name, fireId: "fire-progress", at: ts(T0 + 11) });
+      await ctx.client.recordFireStart({ name, fireId: "fire-progress", fire: fireRecord({ ID: "fire-progress", ScheduleName: name, SessionID: "s", FiredAt: iso(T0), StartedAt: iso(T0 + 1) }) });
+      await ctx.client.recordFireProgress({ name, fireId: "fire-progress", at: ts(T0 + 11) });
       expect((await load(name)).state.LastFireProgressAt).toBe(iso(T0 + 11));
-      await client.recordFireProgress({ name, fireId: "fire-progress", at: ts(T0 + 6) });
+      await ctx.client.recordFireProgress({ name, fireId: "fire-progress", at: ts(T0 + 6) });
       expect((await load(name)).state.LastFireProgressAt).toBe(iso(T0 + 11));
-      await client.recordFireProgress({ name, fireId: "fire-progress", at: ts(T0 + 71, 5) });
+      await ctx.client.recordFireProgress({ name, fireId: "fire-progress", at: ts(T0 + 71, 5) });
       expect((await load(name)).state.LastFireProgressAt).toBe(iso(T0 + 71, 5));
       const [f] = await fires(name);
       expect(f!.ProgressAt).toBe(iso(T0 + 71, 5));
@@ -182,13 +167,13 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
     test("record fire progress targets the named fire only; an unknown fire id is OK", async () => {
       const name = "conf-fireprogress-targeted";
       await claimed(name);
-      await client.recordFireStart({ name, fireId: "fire-target-A", fire: fireRecord({ ID: "fire-target-A", ScheduleName: name, SessionID: "sess-A", FiredAt: iso(T0), StartedAt: iso(T0 + 1) }) });
-      await client.recordFireStart({ name, fireId: "fire-target-B", fire: fireRecord({ ID: "fire-target-B", ScheduleName: name, SessionID: "sess-B", FiredAt: iso(T0), StartedAt: iso(T0 + 1, 1_000_000) }) });
-      await client.recordFireProgress({ name, fireId: "fire-target-A", at: ts(T0 + 11) });
+      await ctx.client.recordFireStart({ name, fireId: "fire-target-A", fire: fireRecord({ ID: "fire-target-A", ScheduleName: name, SessionID: "sess-A", FiredAt: iso(T0), StartedAt: iso(T0 + 1) }) });
+      await ctx.client.recordFireStart({ name, fireId: "fire-target-B", fire: fireRecord({ ID: "fire-target-B", ScheduleName: name, SessionID: "sess-B", FiredAt: iso(T0), StartedAt: iso(T0 + 1, 1_000_000) }) });
+      await ctx.client.recordFireProgress({ name, fireId: "fire-target-A", at: ts(T0 + 11) });
       const byId = new Map((await fires(name)).map((f) => [f.ID, f]));
       expect(byId.get("fire-target-A")!.ProgressAt).toBe(iso(T0 + 11));
       expect(byId.get("fire-target-B")!.ProgressAt).toBe(ZERO);
-      await client.recordFireProgress({ name, fireId: "fire-nonexistent", at: ts(T0 + 21) });
+      await ctx.client.recordFireProgress({ name, fireId: "fire-nonexistent", at: ts(T0 + 21) });
       expect((await load(name)).state.LastFireProgressAt).toBe(iso(T0 + 21));
     });
 
@@ -196,10 +181,10 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
       const name = "conf-fireprogress-terminal";
       await claimed(name);
       const base = { ID: "fire-terminal-prog", ScheduleName: name, SessionID: "sess-t", FiredAt: iso(T0), StartedAt: iso(T0 + 1) };
-      await client.recordFireStart({ name, fireId: base.ID, fire: fireRecord(base) });
-      await client.recordFire({ fireId: base.ID, fire: fireRecord({ ...base, Stop: "end_turn" }) });
-      await client.recordFireProgress({ name, fireId: base.ID, at: ts(T0 + 3601) });
-      const f = readFire((await client.loadFire({ fireId: base.ID })).fire);
+      await ctx.client.recordFireStart({ name, fireId: base.ID, fire: fireRecord(base) });
+      await ctx.client.recordFire({ fireId: base.ID, fire: fireRecord({ ...base, Stop: "end_turn" }) });
+      await ctx.client.recordFireProgress({ name, fireId: base.ID, at: ts(T0 + 3601) });
+      const f = readFire((await ctx.client.loadFire({ fireId: base.ID })).fire);
       expect(f.Stop).toBe("end_turn");
       expect(f.ProgressAt).toBe(ZERO);
     });
@@ -208,10 +193,10 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
       const name = "conf-fireclear";
       await claimed(name);
       const base = { ID: "fire-clear", ScheduleName: name, SessionID: "real-session-clear", FiredAt: iso(T0) };
-      await client.recordFireStart({ name, fireId: base.ID, fire: fireRecord({ ...base, StartedAt: iso(T0 + 1), Deadline: iso(T0 + 301) }) });
-      await client.recordFire({ fireId: base.ID, fire: fireRecord({ ...base, Stop: "end_turn" }) });
+      await ctx.client.recordFireStart({ name, fireId: base.ID, fire: fireRecord({ ...base, StartedAt: iso(T0 + 1), Deadline: iso(T0 + 301) }) });
+      await ctx.client.recordFire({ fireId: base.ID, fire: fireRecord({ ...base, Stop: "end_turn" }) });
       expect((await load(name)).state).toMatchObject({ LastFireStartedAt: ZERO, LastFireProgressAt: ZERO, FireDeadline: ZERO, LastFireSessionID: "real-session-clear" });
-      expect(readFire((await client.loadFire({ fireId: base.ID })).fire).Stop).toBe("end_turn");
+      expect(readFire((await ctx.client.loadFire({ fireId: base.ID })).fire).Stop).toBe("end_turn");
     });
 
     test("claim alone leaves started/progress/deadline zero and the pending sentinel", async () => {
@@ -220,36 +205,36 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
     });
 
     test("record fire for an unknown schedule is NOT_FOUND; LoadFire of an unknown id is NOT_FOUND", async () => {
-      await expectCode(client.recordFire({ fireId: "fire-orphan", fire: fireRecord({ ID: "fire-orphan", ScheduleName: "conf-deleted-before-record", SessionID: "s" }) }), Code.NotFound);
-      await expectCode(client.loadFire({ fireId: "fire-orphan" }), Code.NotFound);
-      await expectCode(client.loadFire({ fireId: "conf-fire-missing" }), Code.NotFound, "conf-fire-missing");
+      await expectCode(ctx.client.recordFire({ fireId: "fire-orphan", fire: fireRecord({ ID: "fire-orphan", ScheduleName: "conf-deleted-before-record", SessionID: "s" }) }), Code.NotFound);
+      await expectCode(ctx.client.loadFire({ fireId: "fire-orphan" }), Code.NotFound);
+      await expectCode(ctx.client.loadFire({ fireId: "conf-fire-missing" }), Code.NotFound, "conf-fire-missing");
     });
 
     test("list fires: empty for a new schedule, two after recording, no bleed, unknown NOT_FOUND", async () => {
       const name = "conf-listfires";
       await save({ Name: name }, { NextFireAt: iso(T0), Enabled: true });
-      const empty = await client.listFires({ scheduleName: name });
+      const empty = await ctx.client.listFires({ scheduleName: name });
       expect(empty.fires).toEqual([]);
       await claim(name, T0, T0 + 60);
-      await client.recordFire({ fireId: "listfires-1", fire: fireRecord({ ID: "listfires-1", ScheduleName: name, SessionID: "sess-listfires-1", FiredAt: iso(T0), Stop: "end_turn" }) });
-      await client.recordFire({ fireId: "listfires-2", fire: fireRecord({ ID: "listfires-2", ScheduleName: name, SessionID: "sess-listfires-2", FiredAt: iso(T0), Stop: "error", Err: "boom" }) });
+      await ctx.client.recordFire({ fireId: "listfires-1", fire: fireRecord({ ID: "listfires-1", ScheduleName: name, SessionID: "sess-listfires-1", FiredAt: iso(T0), Stop: "end_turn" }) });
+      await ctx.client.recordFire({ fireId: "listfires-2", fire: fireRecord({ ID: "listfires-2", ScheduleName: name, SessionID: "sess-listfires-2", FiredAt: iso(T0), Stop: "error", Err: "boom" }) });
       await claimed("conf-listfires-other");
-      await client.recordFire({ fireId: "listfires-other-1", fire: fireRecord({ ID: "listfires-other-1", ScheduleName: "conf-listfires-other", SessionID: "o", FiredAt: iso(T0), Stop: "end_turn" }) });
+      await ctx.client.recordFire({ fireId: "listfires-other-1", fire: fireRecord({ ID: "listfires-other-1", ScheduleName: "conf-listfires-other", SessionID: "o", FiredAt: iso(T0), Stop: "end_turn" }) });
       const byId = new Map((await fires(name)).map((f) => [f.ID, f]));
       expect([...byId.keys()].sort()).toEqual(["listfires-1", "listfires-2"]);
       expect(byId.get("listfires-1")).toMatchObject({ SessionID: "sess-listfires-1", Stop: "end_turn" });
       expect(byId.get("listfires-2")).toMatchObject({ Stop: "error", Err: "boom" });
-      await expectCode(client.listFires({ scheduleName: "conf-listfires-missing" }), Code.NotFound);
+      await expectCode(ctx.client.listFires({ scheduleName: "conf-listfires-missing" }), Code.NotFound);
     });
 
     test("set enabled flips only Enabled; unknown is NOT_FOUND", async () => {
       const seed = { NextFireAt: iso(T0 + 60), LastFireAt: iso(T0), FireCount: 3, Enabled: true, LastFireSessionID: "sess-pre" };
       await save({ Name: "conf-setenabled" }, seed);
-      await client.setScheduleEnabled({ name: "conf-setenabled", enabled: false });
+      await ctx.client.setScheduleEnabled({ name: "conf-setenabled", enabled: false });
       expect((await load("conf-setenabled")).state).toMatchObject({ ...seed, Enabled: false });
-      await client.setScheduleEnabled({ name: "conf-setenabled", enabled: true });
+      await ctx.client.setScheduleEnabled({ name: "conf-setenabled", enabled: true });
       expect((await load("conf-setenabled")).state).toMatchObject(seed);
-      await expectCode(client.setScheduleEnabled({ name: "conf-setenabled-missing", enabled: false }), Code.NotFound);
+      await expectCode(ctx.client.setScheduleEnabled({ name: "conf-setenabled-missing", enabled: false }), Code.NotFound);
     });
 
     test("max-fires exhaustion disables on the final claim and Due excludes it", async () => {
@@ -281,29 +266,29 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
       const c = await claimNow("conf-claimnow", T0, T0 + 60);
       expect(c.state).toMatchObject({ LastFireAt: iso(T0), NextFireAt: iso(T0 + 60), FireCount: 1, LastFireSessionID: PENDING, Enabled: true });
       expect((await load("conf-claimnow")).state).toMatchObject({ NextFireAt: iso(T0 + 60), FireCount: 1 });
-      await expectCode(client.claimScheduleNow({ name: "conf-claimnow", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
+      await expectCode(ctx.client.claimScheduleNow({ name: "conf-claimnow", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
       await claimNow("conf-claimnow", T0 + 7200, T0 + 7260);
       await save({ Name: "conf-claimnow-disabled" }, { NextFireAt: iso(T0 + 3600), Enabled: false });
-      await expectCode(client.claimScheduleNow({ name: "conf-claimnow-disabled", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
-      await expectCode(client.claimScheduleNow({ name: "conf-claimnow-missing", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
+      await expectCode(ctx.client.claimScheduleNow({ name: "conf-claimnow-disabled", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
+      await expectCode(ctx.client.claimScheduleNow({ name: "conf-claimnow-missing", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
       await save({ Name: "conf-claimnow-exhausted", MaxFires: 1 }, { NextFireAt: iso(T0 + 3600), Enabled: true, FireCount: 1 });
-      await expectCode(client.claimScheduleNow({ name: "conf-claimnow-exhausted", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
+      await expectCode(ctx.client.claimScheduleNow({ name: "conf-claimnow-exhausted", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
     });
 
     test("claim and claim-now at the same now exclude each other, both ways", async () => {
       await save({ Name: "conf-cross-a" }, { NextFireAt: iso(T0), Enabled: true });
       await claim("conf-cross-a", T0, T0 + 3660);
-      await expectCode(client.claimScheduleNow({ name: "conf-cross-a", now: ts(T0), nextFire: ts(T0 + 3660) }), Code.NotFound);
+      await expectCode(ctx.client.claimScheduleNow({ name: "conf-cross-a", now: ts(T0), nextFire: ts(T0 + 3660) }), Code.NotFound);
       await save({ Name: "conf-cross-b" }, { NextFireAt: iso(T0), Enabled: true });
       await claimNow("conf-cross-b", T0, T0 + 3660);
-      await expectCode(client.claimSchedule({ name: "conf-cross-b", now: ts(T0), nextFire: ts(T0 + 3660) }), Code.NotFound);
+      await expectCode(ctx.client.claimSchedule({ name: "conf-cross-b", now: ts(T0), nextFire: ts(T0 + 3660) }), Code.NotFound);
     });
 
     test("the claim-now fence compares instants to the nanosecond", async () => {
       await save({ Name: "conf-claimnow-ns" }, { NextFireAt: iso(T0 + 3600), Enabled: true });
       await claimNow("conf-claimnow-ns", T0, T0 + 60);
-      await expectCode(client.claimScheduleNow({ name: "conf-claimnow-ns", now: ts(T0, 0), nextFire: ts(T0 + 60) }), Code.NotFound);
-      const later = readSchedule((await client.claimScheduleNow({ name: "conf-claimnow-ns", now: ts(T0, 1), nextFire: ts(T0 + 60) })).schedule);
+      await expectCode(ctx.client.claimScheduleNow({ name: "conf-claimnow-ns", now: ts(T0, 0), nextFire: ts(T0 + 60) }), Code.NotFound);
+      const later = readSchedule((await ctx.client.claimScheduleNow({ name: "conf-claimnow-ns", now: ts(T0, 1), nextFire: ts(T0 + 60) })).schedule);
       expect(later.state.LastFireAt).toBe(iso(T0, 1));
     });
 
@@ -311,15 +296,15 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
       await save({ Name: "conf-rearm", OneShotRetry: true, OneShotMaxRetries: 3 }, { NextFireAt: iso(T0), Enabled: true });
       await claim("conf-rearm", T0);
       expect((await load("conf-rearm")).state.Enabled).toBe(false);
-      await rearmer.reArmOneShot({ name: "conf-rearm", nextFire: ts(T0 + 60) });
+      await ctx.rearmer.reArmOneShot({ name: "conf-rearm", nextFire: ts(T0 + 60) });
       expect((await load("conf-rearm")).state).toMatchObject({ Enabled: true, NextFireAt: iso(T0 + 60), OneShotRetryCount: 1 });
-      await expectCode(rearmer.reArmOneShot({ name: "conf-rearm-missing", nextFire: ts(T0 + 60) }), Code.NotFound);
+      await expectCode(ctx.rearmer.reArmOneShot({ name: "conf-rearm-missing", nextFire: ts(T0 + 60) }), Code.NotFound);
     });
 
     test("two concurrent re-arms add exactly 2", async () => {
       await save({ Name: "conf-rearm-concurrent", OneShotRetry: true, OneShotMaxRetries: 10 }, { NextFireAt: iso(T0), Enabled: true });
       await claim("conf-rearm-concurrent", T0);
-      await Promise.all([0, 1].map(() => rearmer.reArmOneShot({ name: "conf-rearm-concurrent", nextFire: ts(T0 + 60) })));
+      await Promise.all([0, 1].map(() => ctx.rearmer.reArmOneShot({ name: "conf-rearm-concurrent", nextFire: ts(T0 + 60) })));
       expect((await load("conf-rearm-concurrent")).state).toMatchObject({ OneShotRetryCount: 2, Enabled: true });
     });
   });
@@ -338,9 +323,9 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
       const got = await load("owned");
       expect(got.format).toBe(OWNED);
       expect(got.spec.PlacementOwned).toBe(true);
-      const claimedOwned = readSchedule((await client.claimScheduleNow({ name: "owned", now: ts(T0) })).schedule);
+      const claimedOwned = readSchedule((await ctx.client.claimScheduleNow({ name: "owned", now: ts(T0) })).schedule);
       expect(claimedOwned.format).toBe(OWNED);
-      const listed = (await client.listSchedules({})).schedules.find((r) => readSchedule(r).spec.Name === "owned");
+      const listed = (await ctx.client.listSchedules({})).schedules.find((r) => readSchedule(r).spec.Name === "owned");
       expect(listed?.format).toBe(OWNED);
     });
 
@@ -352,8 +337,8 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
     test("RecordFire is idempotent over the wire (no duplicate, original kept)", async () => {
       await claimed("rec-fire-idem");
       const f = { ID: "fire-idem-1", ScheduleName: "rec-fire-idem", SessionID: "real-session-1", FiredAt: iso(T0) };
-      await client.recordFire({ fireId: f.ID, fire: fireRecord({ ...f, Stop: "end_turn" }) });
-      await client.recordFire({ fireId: f.ID, fire: fireRecord({ ...f, Stop: "error", Err: "transient" }) });
+      await ctx.client.recordFire({ fireId: f.ID, fire: fireRecord({ ...f, Stop: "end_turn" }) });
+      await ctx.client.recordFire({ fireId: f.ID, fire: fireRecord({ ...f, Stop: "error", Err: "transient" }) });
       const list = await fires("rec-fire-idem");
       expect(list.map((x) => [x.ID, x.Stop])).toEqual([[f.ID, "end_turn"]]);
     });
@@ -363,15 +348,15 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
       await save({ Name: name, FireTimeout: 300_000_000_000 }, { NextFireAt: iso(T0), Enabled: true });
       await claim(name, T0, T0 + 60);
       const f = { ID: "fire-inflight-wire", ScheduleName: name, SessionID: "real-session-1", FiredAt: iso(T0), StartedAt: iso(T0 + 1), Deadline: iso(T0 + 301) };
-      await client.recordFireStart({ name, fireId: f.ID, fire: fireRecord(f) });
+      await ctx.client.recordFireStart({ name, fireId: f.ID, fire: fireRecord(f) });
       expect((await load(name)).state).toMatchObject({ LastFireSessionID: "real-session-1", LastFireStartedAt: iso(T0 + 1), FireDeadline: iso(T0 + 301) });
-      await client.recordFireProgress({ name, fireId: f.ID, at: ts(T0 + 3) });
+      await ctx.client.recordFireProgress({ name, fireId: f.ID, at: ts(T0 + 3) });
       expect((await load(name)).state.LastFireProgressAt).toBe(iso(T0 + 3));
-      const inflight = readFire((await client.loadFire({ fireId: f.ID })).fire);
+      const inflight = readFire((await ctx.client.loadFire({ fireId: f.ID })).fire);
       expect(inflight).toMatchObject({ ID: f.ID, Stop: "", StartedAt: iso(T0 + 1), ProgressAt: iso(T0 + 3), format: V1 });
-      await client.recordFire({ fireId: f.ID, fire: fireRecord({ ...f, Stop: "end_turn" }) });
+      await ctx.client.recordFire({ fireId: f.ID, fire: fireRecord({ ...f, Stop: "end_turn" }) });
       expect((await load(name)).state).toMatchObject({ LastFireStartedAt: ZERO, FireDeadline: ZERO });
-      expect(readFire((await client.loadFire({ fireId: f.ID })).fire).Stop).toBe("end_turn");
+      expect(readFire((await ctx.client.loadFire({ fireId: f.ID })).fire).Stop).toBe("end_turn");
     });
 
     test("Claim over the wire: pending sentinel, FireCount 1, Due empty after, unknown NOT_FOUND", async () => {
@@ -381,20 +366,20 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
       const c = await claim("claim-wire", now, now + 60);
       expect(c.state).toMatchObject({ LastFireSessionID: PENDING, FireCount: 1, NextFireAt: iso(now + 60) });
       expect(await dueNames(now)).not.toContain("claim-wire");
-      await expectCode(client.claimSchedule({ name: "ghost-sched", now: ts(now), nextFire: ts(now + 60) }), Code.NotFound);
+      await expectCode(ctx.client.claimSchedule({ name: "ghost-sched", now: ts(now), nextFire: ts(now + 60) }), Code.NotFound);
     });
 
     test("ClaimNow fence over the wire", async () => {
       await save({ Name: "claimnow-wire" }, { NextFireAt: iso(T0 + 60), Enabled: true });
       await claimNow("claimnow-wire", T0, T0 + 60);
-      await expectCode(client.claimScheduleNow({ name: "claimnow-wire", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
+      await expectCode(ctx.client.claimScheduleNow({ name: "claimnow-wire", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
       await claimNow("claimnow-wire", T0 + 60, T0 + 120);
     });
 
     test("ReArmOneShot over the wire", async () => {
       await save({ Name: "rearm-wire", OneShotRetry: true, OneShotMaxRetries: 3 }, { NextFireAt: iso(T0), Enabled: true });
       await claim("rearm-wire", T0);
-      await rearmer.reArmOneShot({ name: "rearm-wire", nextFire: ts(T0 + 60) });
+      await ctx.rearmer.reArmOneShot({ name: "rearm-wire", nextFire: ts(T0 + 60) });
       expect((await load("rearm-wire")).state).toMatchObject({ Enabled: true, NextFireAt: iso(T0 + 60), OneShotRetryCount: 1 });
     });
   });
@@ -402,47 +387,47 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
   describe("two-phase deletion (5.5)", () => {
     test("BeginScheduleDelete disables and marks; a repeat returns the record unchanged", async () => {
       await save({ Name: "del-begin" }, { NextFireAt: iso(T0 + 60), Enabled: true });
-      const begun = readSchedule((await client.beginScheduleDelete({ name: "del-begin", deletionId: "del-1" })).schedule);
+      const begun = readSchedule((await ctx.client.beginScheduleDelete({ name: "del-begin", deletionId: "del-1" })).schedule);
       expect(begun.state).toMatchObject({ Enabled: false, DeletionID: "del-1", NextFireAt: iso(T0 + 60) });
-      const again = readSchedule((await client.beginScheduleDelete({ name: "del-begin", deletionId: "del-other" })).schedule);
+      const again = readSchedule((await ctx.client.beginScheduleDelete({ name: "del-begin", deletionId: "del-other" })).schedule);
       expect(again.state.DeletionID).toBe("del-1");
       expect(again.text).toBe(begun.text);
     });
 
     test("while a deletion is pending: Save, Delete, SetEnabled and ReArm are ABORTED; Claim is NOT_FOUND; RecordFire works", async () => {
       await save({ Name: "del-pending" }, { NextFireAt: iso(T0), Enabled: true });
-      await client.beginScheduleDelete({ name: "del-pending", deletionId: "del-2" });
+      await ctx.client.beginScheduleDelete({ name: "del-pending", deletionId: "del-2" });
       await expectCode(save({ Name: "del-pending", Prompt: "new" }), Code.Aborted);
       expect((await load("del-pending")).spec.Prompt).toBe("p");
-      await expectCode(client.deleteSchedule({ name: "del-pending" }), Code.Aborted);
-      await expectCode(client.setScheduleEnabled({ name: "del-pending", enabled: true }), Code.Aborted);
-      await expectCode(rearmer.reArmOneShot({ name: "del-pending", nextFire: ts(T0) }), Code.Aborted);
-      await expectCode(client.claimSchedule({ name: "del-pending", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
-      await expectCode(client.claimScheduleNow({ name: "del-pending", now: ts(T0 + 1) }), Code.NotFound);
+      await expectCode(ctx.client.deleteSchedule({ name: "del-pending" }), Code.Aborted);
+      await expectCode(ctx.client.setScheduleEnabled({ name: "del-pending", enabled: true }), Code.Aborted);
+      await expectCode(ctx.rearmer.reArmOneShot({ name: "del-pending", nextFire: ts(T0) }), Code.Aborted);
+      await expectCode(ctx.client.claimSchedule({ name: "del-pending", now: ts(T0), nextFire: ts(T0 + 60) }), Code.NotFound);
+      await expectCode(ctx.client.claimScheduleNow({ name: "del-pending", now: ts(T0 + 1) }), Code.NotFound);
       expect(await dueNames(T0)).not.toContain("del-pending");
-      await client.recordFire({ fireId: "del-pending-fire", fire: fireRecord({ ID: "del-pending-fire", ScheduleName: "del-pending", SessionID: "s", Stop: "end_turn" }) });
+      await ctx.client.recordFire({ fireId: "del-pending-fire", fire: fireRecord({ ID: "del-pending-fire", ScheduleName: "del-pending", SessionID: "s", Stop: "end_turn" }) });
       expect((await load("del-pending")).state.LastFireSessionID).toBe("s");
     });
 
     test("BeginScheduleDelete with a claimed or running fire is FAILED_PRECONDITION; unknown is NOT_FOUND", async () => {
       await claimed("del-active-pending");
-      await expectCode(client.beginScheduleDelete({ name: "del-active-pending", deletionId: "d" }), Code.FailedPrecondition);
-      await client.recordFireStart({ name: "del-active-pending", fireId: "del-active-f", fire: fireRecord({ ID: "del-active-f", ScheduleName: "del-active-pending", SessionID: "s", StartedAt: iso(T0 + 1) }) });
-      await expectCode(client.beginScheduleDelete({ name: "del-active-pending", deletionId: "d" }), Code.FailedPrecondition);
-      await client.recordFire({ fireId: "del-active-f", fire: fireRecord({ ID: "del-active-f", ScheduleName: "del-active-pending", SessionID: "s", Stop: "end_turn" }) });
-      await client.beginScheduleDelete({ name: "del-active-pending", deletionId: "d" });
-      await expectCode(client.beginScheduleDelete({ name: "del-missing", deletionId: "d" }), Code.NotFound);
+      await expectCode(ctx.client.beginScheduleDelete({ name: "del-active-pending", deletionId: "d" }), Code.FailedPrecondition);
+      await ctx.client.recordFireStart({ name: "del-active-pending", fireId: "del-active-f", fire: fireRecord({ ID: "del-active-f", ScheduleName: "del-active-pending", SessionID: "s", StartedAt: iso(T0 + 1) }) });
+      await expectCode(ctx.client.beginScheduleDelete({ name: "del-active-pending", deletionId: "d" }), Code.FailedPrecondition);
+      await ctx.client.recordFire({ fireId: "del-active-f", fire: fireRecord({ ID: "del-active-f", ScheduleName: "del-active-pending", SessionID: "s", Stop: "end_turn" }) });
+      await ctx.client.beginScheduleDelete({ name: "del-active-pending", deletionId: "d" });
+      await expectCode(ctx.client.beginScheduleDelete({ name: "del-missing", deletionId: "d" }), Code.NotFound);
     });
 
     test("CompleteScheduleDelete removes only the marked incarnation; otherwise ABORTED", async () => {
       await save({ Name: "del-complete" });
-      await expectCode(client.completeScheduleDelete({ name: "del-complete", deletionId: "d" }), Code.Aborted);
-      await client.beginScheduleDelete({ name: "del-complete", deletionId: "d" });
-      await expectCode(client.completeScheduleDelete({ name: "del-complete", deletionId: "other" }), Code.Aborted);
-      await client.completeScheduleDelete({ name: "del-complete", deletionId: "d" });
-      await expectCode(client.loadSchedule({ name: "del-complete" }), Code.NotFound);
-      await expectCode(client.completeScheduleDelete({ name: "del-complete", deletionId: "d" }), Code.Aborted);
-      expect((await client.listSchedules({})).schedules.map((r) => readSchedule(r).spec.Name)).not.toContain("del-complete");
+      await expectCode(ctx.client.completeScheduleDelete({ name: "del-complete", deletionId: "d" }), Code.Aborted);
+      await ctx.client.beginScheduleDelete({ name: "del-complete", deletionId: "d" });
+      await expectCode(ctx.client.completeScheduleDelete({ name: "del-complete", deletionId: "other" }), Code.Aborted);
+      await ctx.client.completeScheduleDelete({ name: "del-complete", deletionId: "d" });
+      await expectCode(ctx.client.loadSchedule({ name: "del-complete" }), Code.NotFound);
+      await expectCode(ctx.client.completeScheduleDelete({ name: "del-complete", deletionId: "d" }), Code.Aborted);
+      expect((await ctx.client.listSchedules({})).schedules.map((r) => readSchedule(r).spec.Name)).not.toContain("del-complete");
       await save({ Name: "del-complete", Prompt: "again" });
       expect((await load("del-complete")).state).toMatchObject({ Enabled: true, DeletionID: "" });
     });

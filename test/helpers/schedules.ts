@@ -32,8 +32,9 @@ export type SpecInit = { Name: string } & Record<string, unknown>;
 
 /** The full Spec object, keys in Go's declaration order (newest ScheduleSpec). */
 export function spec(init: SpecInit): Record<string, unknown> {
+  const { Name, ...rest } = init;
   return {
-    Name: init.Name,
+    Name,
     Prompt: "p",
     Parts: null,
     Trigger: { Cron: "* * * * *", OneShot: ZERO },
@@ -56,7 +57,7 @@ export function spec(init: SpecInit): Record<string, unknown> {
     OriginSessionID: "",
     Owner: null,
     FireTimeout: 0,
-    ...init,
+    ...rest,
   };
 }
 
