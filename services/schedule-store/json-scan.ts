@@ -199,7 +199,8 @@ export function scanObject(t: string, start: number): JsonObject {
   if (t.charCodeAt(i) === 0x7d) return { members, start, end: i + 1 };
   for (;;) {
     const keyEnd = scanString(t, i);
-    const key = JSON.parse(t.slice(i, keyEnd)) as string;
+    const raw = t.slice(i + 1, keyEnd - 1);
+    const key = raw.includes("\\") ? (JSON.parse(t.slice(i, keyEnd)) as string) : raw;
     const valueStart = scanKeyColon(t, i);
     const valueEnd = scanValue(t, valueStart, 1);
     members.push({ key, valueStart, valueEnd });
@@ -230,5 +231,10 @@ export function scanDocumentObject(t: string): JsonObject {
  * `spec`, `SPEC` and `Spec` all name the field `Spec`).
  */
 export function keyMatches(key: string, field: string): boolean {
-  return key === field || key.toUpperCase().toLowerCase() === field.toLowerCase();
+  return key === field || foldKey(key) === foldKey(field);
+}
+
+/** The form under which {@link keyMatches} compares keys: equal folds mean matching keys. */
+export function foldKey(key: string): string {
+  return key.toUpperCase().toLowerCase();
 }

@@ -23,7 +23,7 @@
  * rewrite is {@link withFireProgress}, which replaces the `ProgressAt` value
  * (section 5.5 RecordFireProgress).
  */
-import { JsonSyntaxError, keyMatches, scanDocumentObject, type JsonMember } from "./json-scan.js";
+import { foldKey, JsonSyntaxError, keyMatches, scanDocumentObject, type JsonMember } from "./json-scan.js";
 import { formatRfc3339, parseRfc3339, TimeFormatError, ZERO_TIME_NANOS } from "./rfc3339.js";
 
 /** Format tag of fire records and of schedules that do not own their placement (section 5.3). */
@@ -161,27 +161,34 @@ const decodeString = (raw: string, path: string): string => {
 
 type FieldDecoder<T> = (raw: string, path: string) => T;
 
-/** Go field name -> [decoder, property] for one struct. */
+/** One Go struct's fields: Go field name, decoder, property of the decoded object. */
 type FieldTable<T> = ReadonlyArray<readonly [string, FieldDecoder<unknown>, keyof T]>;
+
+/** A field table indexed by folded key (see {@link foldKey}). */
+type FieldIndex<T> = Map<string, FieldTable<T>[number]>;
+
+function indexFields<T>(table: FieldTable<T>): FieldIndex<T> {
+  return new Map(table.map((f) => [foldKey(f[0]), f]));
+}
 
 /**
  * Assigns each member of one object to the matching field (Go's rules: key
  * match per {@link keyMatches}, last one wins, `null` skips); unknown keys are
  * ignored.
  */
-function decodeFields<T extends object>(text: string, members: JsonMember[], table: FieldTable<T>, prefix: string, target: T): T {
+function decodeFields<T extends object>(text: string, members: JsonMember[], fields: FieldIndex<T>, prefix: string, target: T): T {
   for (const m of members) {
+    const field = fields.get(foldKey(m.key));
+    if (field === undefined) continue;
     const raw = text.slice(m.valueStart, m.valueEnd);
     if (raw === "null") continue;
-    const field = table.find(([goName]) => keyMatches(m.key, goName));
-    if (field === undefined) continue;
     const [goName, decode, prop] = field;
     (target as Record<keyof T, unknown>)[prop] = decode(raw, `${prefix}${goName}`);
   }
   return target;
 }
 
-const STATE_FIELDS: FieldTable<ScheduleState> = [
+const STATE_FIELDS = indexFields<ScheduleState>([
   ["NextFireAt", decodeTime, "nextFireAt"],
   ["LastFireAt", decodeTime, "lastFireAt"],
   ["FireCount", decodeInt, "fireCount"],
@@ -192,15 +199,15 @@ const STATE_FIELDS: FieldTable<ScheduleState> = [
   ["LastFireStartedAt", decodeTime, "lastFireStartedAt"],
   ["LastFireProgressAt", decodeTime, "lastFireProgressAt"],
   ["FireDeadline", decodeTime, "fireDeadline"],
-];
+]);
 
-const SPEC_FIELDS: FieldTable<{ name: string; maxFires: bigint; placementOwned: boolean }> = [
+const SPEC_FIELDS = indexFields<{ name: string; maxFires: bigint; placementOwned: boolean }>([
   ["Name", decodeString, "name"],
   ["MaxFires", decodeInt, "maxFires"],
   ["PlacementOwned", decodeBool, "placementOwned"],
-];
+]);
 
-const FIRE_FIELDS: FieldTable<FireDocument> = [
+const FIRE_FIELDS = indexFields<FireDocument>([
   ["ID", decodeString, "id"],
   ["ScheduleName", decodeString, "scheduleName"],
   ["SessionID", decodeString, "sessionId"],
@@ -210,7 +217,7 @@ const FIRE_FIELDS: FieldTable<FireDocument> = [
   ["Deadline", decodeTime, "deadline"],
   ["Stop", decodeString, "stop"],
   ["Err", decodeString, "err"],
-];
+]);
 
 /** Scans a top-level object, turning syntax errors into ScheduleJsonErrors. */
 function scanTop(text: string) {
