@@ -7,6 +7,7 @@ import {
 } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
 import { notFound } from "../rpc/errors.js";
 import { optionalTime, requireId, requireTime, validFireRecord, validScheduleRecord } from "./requests.js";
+import { formatRfc3339 } from "./rfc3339.js";
 import type { RuleError, ScheduleMutation } from "./rules.js";
 import { encodeSchedule, SCHEDULE_FORMAT_V1, scheduleFormat, type ScheduleDocument } from "./schedule.js";
 import type { ScheduleStore, StoreReply } from "./store.js";
@@ -29,7 +30,7 @@ const q = (s: string) => JSON.stringify(s);
 function refusal(error: RuleError | "contended", name: string): ConnectError {
   switch (error) {
     case "not_found":
-      return notFound(`schedule ${q(name)} not found or not claimable`);
+      return notFound(`schedule ${q(name)} not found`);
     case "deletion_pending":
       return new ConnectError(`schedule ${q(name)} has a deletion pending`, Code.Aborted);
     case "active_fire":
@@ -54,8 +55,8 @@ async function run(store: ScheduleStore, m: ScheduleMutation, name: string, over
 }
 
 /** Like {@link run} for rules that always return the schedule on OK (claims, begin-delete). */
-async function runForSchedule(store: ScheduleStore, m: ScheduleMutation, name: string) {
-  const s = await run(store, m, name);
+async function runForSchedule(store: ScheduleStore, m: ScheduleMutation, name: string, override?: Partial<Record<RuleError, ConnectError>>) {
+  const s = await run(store, m, name, override);
   if (s === undefined) throw new Error(`rule ${m.kind} answered OK without a schedule`);
   return { schedule: toRecord(s) };
 }
@@ -64,7 +65,11 @@ async function runForSchedule(store: ScheduleStore, m: ScheduleMutation, name: s
 function claim(store: ScheduleStore, req: ClaimScheduleRequest | ClaimScheduleNowRequest, checkDue: boolean) {
   const name = requireId("name", req.name);
   const now = requireTime("now", req.now);
-  return runForSchedule(store, { kind: "claim", name, now, nextFire: optionalTime("next_fire", req.nextFire), checkDue }, name);
+  const gone = notFound(
+    `schedule ${q(name)} cannot be claimed at ${formatRfc3339(now)}: unknown, disabled, deleting, out of fires, ` +
+      (checkDue ? "not due, or this slot was already claimed" : "or already claimed at this instant"),
+  );
+  return runForSchedule(store, { kind: "claim", name, now, nextFire: optionalTime("next_fire", req.nextFire), checkDue }, name, { not_found: gone });
 }
 
 /**
