@@ -229,23 +229,19 @@ describe.each(allBackends())("SessionLeaseService on $name", (backend: TestBacke
       await expectCode(shortClient.acquire({ sessionId: "kept-alive", owner: B }), Code.FailedPrecondition);
     });
 
-    test("after expiry another owner takes over with a greater token, and the former owner's Renew is FAILED_PRECONDITION (8.12)", async () => {
-      const a = held((await shortClient.acquire({ sessionId: "expired-takeover", owner: A })).lease);
-      await waitPast(a.expiry);
-      const b = held((await shortClient.acquire({ sessionId: "expired-takeover", owner: B })).lease);
-      expect(b.token).toBeGreaterThan(a.token);
-      await expectCode(shortClient.renew({ lease: a }), Code.FailedPrecondition, "expired-takeover");
-      // The former owner's Release does not drop the new holder.
-      await shortClient.release({ lease: a });
-      await expectCode(shortClient.acquire({ sessionId: "expired-takeover", owner: A }), Code.FailedPrecondition);
-    });
-
-    test("after expiry the same owner's Acquire is a takeover with a greater token (4.3)", async () => {
-      const a1 = held((await shortClient.acquire({ sessionId: "expired-same", owner: A })).lease);
-      await waitPast(a1.expiry);
-      const a2 = held((await shortClient.acquire({ sessionId: "expired-same", owner: A })).lease);
-      expect(a2.token).toBeGreaterThan(a1.token);
-      await expectCode(shortClient.renew({ lease: a1 }), Code.FailedPrecondition);
+    test.each([
+      ["another owner", B],
+      ["the same owner", A],
+    ])("after expiry %s's Acquire is a takeover with a greater token; the former hold can neither Renew nor Release it (8.12, 4.3)", async (_label, taker) => {
+      const id = `expired-takeover-${taker}`;
+      const old = held((await shortClient.acquire({ sessionId: id, owner: A })).lease);
+      await waitPast(old.expiry);
+      const taken = held((await shortClient.acquire({ sessionId: id, owner: taker })).lease);
+      expect(taken.owner).toBe(taker);
+      expect(taken.token).toBeGreaterThan(old.token);
+      await expectCode(shortClient.renew({ lease: old }), Code.FailedPrecondition, id);
+      await shortClient.release({ lease: old });
+      await expectCode(shortClient.acquire({ sessionId: id, owner: "owner-c" }), Code.FailedPrecondition);
     });
 
     test("Renew after a bare expiry (nobody took over) is FAILED_PRECONDITION, and Release still works (4.3)", async () => {

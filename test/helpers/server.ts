@@ -1,9 +1,16 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 
-/** Path of the built executable the tests run (`npm test` builds first). */
-export const MAIN = resolve(fileURLToPath(new URL("../../dist/services/server/main.js", import.meta.url)));
+const compiledBeside = fileURLToPath(new URL("../../services/server/main.js", import.meta.url));
+
+/**
+ * Path of the built executable the tests run (`npm test` builds first). When
+ * this helper itself runs compiled (benchmarks import it from `dist/`), the
+ * executable sits beside it in `dist/`.
+ */
+export const MAIN = existsSync(compiledBeside) ? compiledBeside : resolve(fileURLToPath(new URL("../../dist/services/server/main.js", import.meta.url)));
 
 /** A `mecatl-drivers serve` process started by a test. */
 export interface ServerProcess {
