@@ -11,7 +11,7 @@
  * the benchmark stops with an error otherwise.
  */
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir, cpus } from "node:os";
+import { tmpdir, cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { execFileSync } from "node:child_process";
 import { SessionLeaseService } from "../gen/mecatl/driver/v1/session_lease_pb.js";
@@ -157,12 +157,13 @@ function report(rows: Row[]): void {
 async function main(): Promise<void> {
   const redisVersion = execFileSync("redis-server", ["--version"], { encoding: "utf8" }).trim().split(" ").find((w) => w.startsWith("v="));
   process.stdout.write(
-    `session lease benchmark: ${LEASES} leases, ${CLIENTS} concurrent clients, ${ROUNDS} renew rounds; node ${process.version}, ${cpus().length} cores, redis ${redisVersion}\n\n`,
+    `session lease benchmark: ${LEASES} leases, ${CLIENTS} concurrent clients, ${ROUNDS} renew rounds; node ${process.version}, ${cpus().length} cores, redis ${redisVersion}; load average (1 min) at start ${loadavg()[0]!.toFixed(2)}\n\n`,
   );
   const rows: Row[] = [];
   if (BACKENDS.includes("sqlite")) rows.push(...(await benchSqlite()));
   if (BACKENDS.includes("redis")) rows.push(...(await benchRedis()));
   report(rows);
+  process.stdout.write(`\nload average (1 min) at the end: ${loadavg()[0]!.toFixed(2)}\n`);
 }
 
 await main();

@@ -33,6 +33,7 @@ function requireLease(lease: Lease | undefined): { sessionId: string; owner: str
   return { sessionId: requireSessionId("lease.session_id", l.sessionId), owner: requireOwner("lease.owner", l.owner), token: l.token };
 }
 
+/** The wire Lease for a hold on `sessionId`; expiry microseconds become a nanosecond Timestamp. */
 function wireLease(sessionId: string, hold: LeaseHold): MessageInitShape<typeof LeaseSchema> {
   return { sessionId, owner: hold.owner, token: hold.token, expiry: nanosToTimestamp(hold.expiryUs * 1000n) };
 }
