@@ -7,6 +7,11 @@
  *
  *   npx tsc -p . && node dist/bench/session-lease.js [--leases 10000] [--clients 64] [--rounds 3] [--backends sqlite,redis]
  *
+ * gRPC and raw run in alternating slices of 1,000 operations, so load from
+ * other processes on a shared machine falls on both alike. "CPU ms/op" is the
+ * CPU time of this process plus the server process per operation (the
+ * redis-server's own CPU is not counted, on either path).
+ *
  * Every operation must succeed (a granted lease, the same token on renew);
  * the benchmark stops with an error otherwise.
  */
@@ -24,7 +29,7 @@ import { ttlMicros, type SessionLeaseStore } from "../services/session-lease/sto
 import { spawnRedis } from "../test/helpers/redis-server.js";
 import { startServer } from "../test/helpers/server.js";
 import { grpcJsClient } from "./lib/grpc-client.js";
-import { fmt, runPhase, type PhaseResult } from "./lib/load.js";
+import { fmt, interleaved, processCpu, type CpuMeter, type PhaseResult } from "./lib/load.js";
 
 function flag(name: string, fallback: string): string {
   const i = process.argv.indexOf(name);
@@ -38,6 +43,8 @@ const BACKENDS = flag("--backends", "sqlite,redis").split(",");
 /** Long enough that no lease expires during a run. */
 const TTL_MS = 10 * 60_000;
 const WARMUP = 1000;
+/** Operations per slice when alternating between gRPC and raw. */
+const SLICE = 1000;
 
 /** One way to reach the leases: over gRPC or in-process. */
 interface LeasePath {
@@ -77,21 +84,43 @@ function rawPath(store: SessionLeaseStore, close: () => Promise<void>): LeasePat
   };
 }
 
-/** Acquires LEASES leases with CLIENTS concurrent clients, then renews all of them ROUNDS times. */
-async function measure(path: LeasePath): Promise<{ acquire: PhaseResult; renew: PhaseResult }> {
+/**
+ * Acquires LEASES leases with CLIENTS concurrent clients, then renews all of
+ * them ROUNDS times, on every path in alternating slices of SLICE operations
+ * (each path has its own store, so the same ids are used on each). Returns
+ * the Acquire and Renew figures per path, in the order given.
+ */
+async function measure(paths: LeasePath[], cpu: CpuMeter): Promise<Array<{ acquire: PhaseResult; renew: PhaseResult }>> {
   const owner = (i: number) => `owner-${i % CLIENTS}`;
-  await runPhase(CLIENTS, WARMUP, (w, i) => path.acquire(w, `warm-${i}`, owner(i)));
-  const tokens = new Array<bigint>(LEASES);
-  const acquire = await runPhase(CLIENTS, LEASES, async (w, i) => {
-    tokens[i] = await path.acquire(w, `lease-${i}`, owner(i));
-  });
-  const renew = await runPhase(CLIENTS, LEASES * ROUNDS, async (w, k) => {
-    const i = k % LEASES;
-    const token = await path.renew(w, `lease-${i}`, owner(i), tokens[i]!);
-    if (token !== tokens[i]) throw new Error(`renew of lease-${i} changed the token`);
-  });
-  await path.close();
-  return { acquire, renew };
+  await interleaved(
+    paths.map((p) => (w, i) => p.acquire(w, `warm-${i}`, owner(i))),
+    CLIENTS,
+    WARMUP,
+    WARMUP,
+  );
+  const tokens = paths.map(() => new Array<bigint>(LEASES));
+  const acquire = await interleaved(
+    paths.map((p, k) => async (w, i) => {
+      tokens[k]![i] = await p.acquire(w, `lease-${i}`, owner(i));
+    }),
+    CLIENTS,
+    LEASES,
+    SLICE,
+    cpu,
+  );
+  const renew = await interleaved(
+    paths.map((p, k) => async (w, n) => {
+      const i = n % LEASES;
+      const token = await p.renew(w, `lease-${i}`, owner(i), tokens[k]![i]!);
+      if (token !== tokens[k]![i]) throw new Error(`renew of lease-${i} changed the token`);
+    }),
+    CLIENTS,
+    LEASES * ROUNDS,
+    SLICE,
+    cpu,
+  );
+  for (const p of paths) await p.close();
+  return paths.map((_, k) => ({ acquire: acquire[k]!.summary(), renew: renew[k]!.summary() }));
 }
 
 interface Row {
@@ -103,45 +132,49 @@ interface Row {
 
 async function benchSqlite(): Promise<Row[]> {
   const dir = mkdtempSync(join(tmpdir(), "bench-lease-sqlite-"));
+  const server = await startServer(["session-lease", "--store", `sqlite:${join(dir, "rpc.sqlite")}`, "--lease-ttl", `${TTL_MS}ms`]);
+  const db = await SqliteDatabase.open({ path: join(dir, "raw.sqlite") });
   try {
-    const server = await startServer(["session-lease", "--store", `sqlite:${join(dir, "rpc.sqlite")}`, "--lease-ttl", `${TTL_MS}ms`]);
-    const rpc = await measure(rpcPath(server.address)).finally(() => server.stop());
-    const db = await SqliteDatabase.open({ path: join(dir, "raw.sqlite") });
-    const raw = await measure(rawPath(new SqliteSessionLeaseStore(db, ttlMicros(TTL_MS)), () => db.close()));
+    const [rpc, raw] = await measure([rpcPath(server.address), rawPath(new SqliteSessionLeaseStore(db, ttlMicros(TTL_MS)), () => db.close())], processCpu([server.proc.pid!]));
+    const backend = "sqlite (file, synchronous=FULL)";
     return [
-      { backend: "sqlite (file)", path: "gRPC", ...rpc },
-      { backend: "sqlite (file)", path: "raw", ...raw },
+      { backend, path: "gRPC", ...rpc! },
+      { backend, path: "raw", ...raw! },
     ];
   } finally {
+    await server.stop();
+    await db.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
 async function benchRedis(): Promise<Row[]> {
   const redis = await spawnRedis();
+  const server = await startServer(["session-lease", "--store", redis.url, "--lease-ttl", `${TTL_MS}ms`]);
+  const client = await connectRedis({ url: redis.url });
   try {
-    const server = await startServer(["session-lease", "--store", redis.url, "--lease-ttl", `${TTL_MS}ms`]);
-    const rpc = await measure(rpcPath(server.address)).finally(() => server.stop());
-    const client = await connectRedis({ url: redis.url });
     const store = new RedisSessionLeaseStore(client, new RedisKeys("bench-raw:"), ttlMicros(TTL_MS));
-    const raw = await measure(rawPath(store, async () => void (await client.quit())));
+    const [rpc, raw] = await measure([rpcPath(server.address), rawPath(store, async () => undefined)], processCpu([server.proc.pid!]));
+    const backend = "redis (appendfsync always)";
     return [
-      { backend: "redis (appendfsync always)", path: "gRPC", ...rpc },
-      { backend: "redis (appendfsync always)", path: "raw", ...raw },
+      { backend, path: "gRPC", ...rpc! },
+      { backend, path: "raw", ...raw! },
     ];
   } finally {
+    await server.stop();
+    client.disconnect();
     await redis.stop();
   }
 }
 
 function report(rows: Row[]): void {
   const lines = [
-    "| backend | path | op | ops | ops/s | p50 ms | p99 ms |",
-    "|---|---|---|---:|---:|---:|---:|",
+    "| backend | path | op | ops | ops/s | p50 ms | p99 ms | CPU ms/op |",
+    "|---|---|---|---:|---:|---:|---:|---:|",
   ];
   for (const r of rows) {
     for (const [op, p] of [["Acquire", r.acquire], ["Renew", r.renew]] as const) {
-      lines.push(`| ${r.backend} | ${r.path} | ${op} | ${fmt(p.ops)} | ${fmt(p.opsPerSecond)} | ${fmt(p.p50Ms)} | ${fmt(p.p99Ms)} |`);
+      lines.push(`| ${r.backend} | ${r.path} | ${op} | ${fmt(p.ops)} | ${fmt(p.opsPerSecond)} | ${fmt(p.p50Ms)} | ${fmt(p.p99Ms)} | ${p.cpuMsPerOp.toFixed(3)} |`);
     }
   }
   lines.push("", "| backend | op | gRPC / raw throughput |", "|---|---|---:|");
