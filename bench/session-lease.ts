@@ -28,8 +28,9 @@ import { RedisSessionLeaseStore } from "../services/session-lease/redis.js";
 import { ttlMicros, type SessionLeaseStore } from "../services/session-lease/store.js";
 import { spawnRedis } from "../test/helpers/redis-server.js";
 import { startServer } from "../test/helpers/server.js";
-import { grpcJsClient } from "./lib/grpc-client.js";
-import { fmt, interleaved, processCpu, type CpuMeter, type PhaseResult } from "./lib/load.js";
+import { rawGrpcClient, rawUnary } from "../test/helpers/raw-grpc.js";
+import { interleaved, processCpu, type CpuMeter, type PhaseResult } from "./lib/interleave.js";
+import { fmt } from "./lib/measure.js";
 
 function flag(name: string, fallback: string): string {
   const i = process.argv.indexOf(name);
@@ -54,13 +55,15 @@ interface LeasePath {
 }
 
 function rpcPath(address: string): LeasePath {
-  const clients = Array.from({ length: CLIENTS }, () => grpcJsClient(SessionLeaseService, address));
+  // One connection per client, as CLIENTS harness processes would have.
+  const clients = Array.from({ length: CLIENTS }, () => rawGrpcClient(SessionLeaseService, address, undefined, { "grpc.use_local_subchannel_pool": 1 }));
+  const { acquire, renew } = SessionLeaseService.method;
   return {
     async acquire(w, sessionId, owner) {
-      return (await clients[w]!.acquire({ sessionId, owner })).lease!.token;
+      return (await rawUnary(clients[w]!, acquire, { sessionId, owner })).lease!.token;
     },
     async renew(w, sessionId, owner, token) {
-      return (await clients[w]!.renew({ lease: { sessionId, owner, token } })).lease!.token;
+      return (await rawUnary(clients[w]!, renew, { lease: { sessionId, owner, token } })).lease!.token;
     },
     async close() {
       for (const c of clients) c.close();

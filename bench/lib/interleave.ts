@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { quantile } from "./measure.js";
 
 /** Throughput and latency of one measured phase. */
 export interface PhaseResult {
@@ -25,16 +26,15 @@ export class Sample {
   seconds = 0;
   cpuSeconds = Number.NaN;
 
-  /** Throughput and nearest-rank p50/p99 of everything gathered so far. */
+  /** Throughput and p50/p99 of everything gathered so far. */
   summary(): PhaseResult {
-    const sorted = Float64Array.from(this.latenciesMs).sort();
-    const q = (p: number) => (sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))]!);
+    const sorted = [...this.latenciesMs].sort((a, b) => a - b);
     return {
       ops: sorted.length,
       seconds: this.seconds,
       opsPerSecond: sorted.length / this.seconds,
-      p50Ms: q(0.5),
-      p99Ms: q(0.99),
+      p50Ms: quantile(sorted, 0.5),
+      p99Ms: quantile(sorted, 0.99),
       cpuMsPerOp: (this.cpuSeconds * 1000) / sorted.length,
     };
   }
@@ -105,9 +105,4 @@ export async function interleaved(
     for (const k of order) await runSlice(samples[k]!, workers, from, Math.min(count, from + slice), ops[k]!, cpu);
   }
   return samples;
-}
-
-/** Formats a number with `digits` decimals, or as a whole number with thousands separators when large. */
-export function fmt(n: number, digits = 2): string {
-  return n >= 1000 ? Math.round(n).toLocaleString("en-US") : n.toFixed(digits);
 }
