@@ -71,7 +71,7 @@ function rpcPath(address: string): LeasePath {
   };
 }
 
-function rawPath(store: SessionLeaseStore, close: () => Promise<void>): LeasePath {
+function rawPath(store: SessionLeaseStore): LeasePath {
   return {
     async acquire(_w, sessionId, owner) {
       const r = await store.acquire(sessionId, owner);
@@ -83,7 +83,7 @@ function rawPath(store: SessionLeaseStore, close: () => Promise<void>): LeasePat
       if (r.outcome !== "granted") throw new Error(`renew ${sessionId}: ${r.outcome} (${r.why})`);
       return r.hold.token;
     },
-    close,
+    async close() {},
   };
 }
 
@@ -133,19 +133,30 @@ interface Row {
   renew: PhaseResult;
 }
 
-async function benchSqlite(): Promise<Row[]> {
-  const dir = mkdtempSync(join(tmpdir(), "bench-lease-sqlite-"));
-  const server = await startServer(["session-lease", "--store", `sqlite:${join(dir, "rpc.sqlite")}`, "--lease-ttl", `${TTL_MS}ms`]);
-  const db = await SqliteDatabase.open({ path: join(dir, "raw.sqlite") });
+/**
+ * Measures one backend: a `serve session-lease` process on `store` (gRPC)
+ * against `raw`, the same store implementation in this process on a store of
+ * its own.
+ */
+async function benchBackend(backend: string, store: string, raw: SessionLeaseStore): Promise<Row[]> {
+  const server = await startServer(["session-lease", "--store", store, "--lease-ttl", `${TTL_MS}ms`]);
   try {
-    const [rpc, raw] = await measure([rpcPath(server.address), rawPath(new SqliteSessionLeaseStore(db, ttlMicros(TTL_MS)), () => db.close())], processCpu([server.proc.pid!]));
-    const backend = "sqlite (file, synchronous=FULL)";
+    const [viaRpc, inProcess] = await measure([rpcPath(server.address), rawPath(raw)], processCpu([server.proc.pid!]));
     return [
-      { backend, path: "gRPC", ...rpc! },
-      { backend, path: "raw", ...raw! },
+      { backend, path: "gRPC", ...viaRpc! },
+      { backend, path: "raw", ...inProcess! },
     ];
   } finally {
     await server.stop();
+  }
+}
+
+async function benchSqlite(): Promise<Row[]> {
+  const dir = mkdtempSync(join(tmpdir(), "bench-lease-sqlite-"));
+  const db = await SqliteDatabase.open({ path: join(dir, "raw.sqlite") });
+  try {
+    return await benchBackend("sqlite (file, synchronous=FULL)", `sqlite:${join(dir, "rpc.sqlite")}`, new SqliteSessionLeaseStore(db, ttlMicros(TTL_MS)));
+  } finally {
     await db.close();
     rmSync(dir, { recursive: true, force: true });
   }
@@ -153,18 +164,10 @@ async function benchSqlite(): Promise<Row[]> {
 
 async function benchRedis(): Promise<Row[]> {
   const redis = await spawnRedis();
-  const server = await startServer(["session-lease", "--store", redis.url, "--lease-ttl", `${TTL_MS}ms`]);
   const client = await connectRedis({ url: redis.url });
   try {
-    const store = new RedisSessionLeaseStore(client, new RedisKeys("bench-raw:"), ttlMicros(TTL_MS));
-    const [rpc, raw] = await measure([rpcPath(server.address), rawPath(store, async () => undefined)], processCpu([server.proc.pid!]));
-    const backend = "redis (appendfsync always)";
-    return [
-      { backend, path: "gRPC", ...rpc! },
-      { backend, path: "raw", ...raw! },
-    ];
+    return await benchBackend("redis (appendfsync always)", redis.url, new RedisSessionLeaseStore(client, new RedisKeys("bench-raw:"), ttlMicros(TTL_MS)));
   } finally {
-    await server.stop();
     client.disconnect();
     await redis.stop();
   }
