@@ -3,7 +3,8 @@ import { Code, type Client } from "@connectrpc/connect";
 import Database from "better-sqlite3";
 import { SessionLeaseService, type Lease } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
 import { allBackends, type TestBackend } from "../helpers/backends.js";
-import { startServer, type ServerProcess } from "../helpers/server.js";
+import { execFileSync } from "node:child_process";
+import { MAIN, runServeExpectingFailure, startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
 import type { SpawnedRedis } from "../helpers/redis-server.js";
@@ -288,5 +289,19 @@ describe.each(allBackends())("SessionLeaseService on $name", (backend: TestBacke
     expect(held((await client.renew({ lease: top })).lease).token).toBe(MAX_TOKEN);
     await client.release({ lease: top });
     await expectCode(client.acquire({ sessionId: id, owner: B }), Code.ResourceExhausted, id);
+  });
+});
+
+describe("the --lease-ttl flag", () => {
+  test("--help shows the defaults as durations: --lease-ttl 30s, --shutdown-grace 10s", () => {
+    const help = execFileSync(process.execPath, [MAIN, "serve", "--help"], { encoding: "utf8" }).replace(/\s+/g, " ");
+    expect(help).toMatch(/--lease-ttl <duration> [^-]*\(default: 30s\)/);
+    expect(help).toMatch(/--shutdown-grace <duration> [^-]*\(default: 10s\)/);
+  });
+
+  test.each([["0s"], ["soon"], ["400d"]])("--lease-ttl %s is refused at start, naming the flag", async (value) => {
+    const { code, stderr } = await runServeExpectingFailure(["session-lease", "--store", "sqlite::memory:", "--lease-ttl", value]);
+    expect(code).not.toBe(0);
+    expect(stderr).toContain("--lease-ttl");
   });
 });
