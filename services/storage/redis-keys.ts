@@ -24,6 +24,16 @@ export class RedisKeys {
     return `${this.base}session:{${sessionId}}:snapshot`;
   }
 
+  /**
+   * Hash holding the lease on one session id: `owner`, `token`, `expiry_us`
+   * while held, and `high_water` (highest token ever granted) from the first
+   * grant on. Not part of {@link sessionData}: the high-water mark must
+   * outlive the session so tokens stay monotone (wire-contract.md section 4.3).
+   */
+  lease(sessionId: string): string {
+    return `${this.base}session:{${sessionId}}:lease`;
+  }
+
   /** Sorted set of session ids scored by save time in microseconds (List index). */
   sessionIndex(): string {
     return `${this.base}sessions`;
