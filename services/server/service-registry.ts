@@ -6,6 +6,12 @@ import type { Metrics } from "./metrics.js";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { sessionStoreService } from "../session-store/service.js";
 import { openSessionStore } from "../session-store/open.js";
+import { SessionLeaseService } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
+import { sessionLeaseService } from "../session-lease/service.js";
+import { openSessionLeaseStore } from "../session-lease/open.js";
+import { ScheduleOneShotReArmerService, ScheduleStoreService } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
+import { scheduleReArmerService, scheduleStoreService } from "../schedule-store/service.js";
+import { openScheduleStore } from "../schedule-store/open.js";
 
 /** Names accepted by `serve [services...]`, besides `all`. */
 export const SERVICE_NAMES = ["session-store", "event-log", "session-lease", "schedule-store"] as const;
@@ -51,5 +57,19 @@ export const SERVICE_MODULES: readonly ServiceModule[] = [
   {
     name: "session-store",
     mount: (ctx) => [{ desc: SessionStoreService, impl: sessionStoreService(openSessionStore(ctx.backend)) }],
+  },
+  {
+    name: "session-lease",
+    mount: (ctx) => [{ desc: SessionLeaseService, impl: sessionLeaseService(openSessionLeaseStore(ctx.backend, ctx.settings.leaseTtlMs)) }],
+  },
+  {
+    name: "schedule-store",
+    mount: (ctx) => {
+      const store = openScheduleStore(ctx.backend);
+      return [
+        { desc: ScheduleStoreService, impl: scheduleStoreService(store) },
+        { desc: ScheduleOneShotReArmerService, impl: scheduleReArmerService(store) },
+      ];
+    },
   },
 ];
