@@ -48,18 +48,20 @@ export class HarnessProcess {
     private readonly scheduler?: (keeper: LeaseKeeper, crashed: () => boolean) => SchedulerCandidate,
   ) {
     this.owner = ownerId(index, generation);
-    if (ctx.stop.aborted) this.halt.abort();
-    else ctx.stop.addEventListener("abort", () => this.halt.abort(), { once: true });
     const lease = ctx.sessionLease;
     if (lease !== undefined) this.keeper = new LeaseKeeper(lease, this.owner, ctx.leases, ctx.stats, ctx.violations, (id) => this.lost.add(id));
   }
 
   /** Starts the slot loops and the scheduler candidate. */
   start(): void {
+    const onStop = () => this.halt.abort();
+    if (this.ctx.stop.aborted) onStop();
+    else this.ctx.stop.addEventListener("abort", onStop, { once: true });
     const loops = this.slots.map((s) => this.runSlot(s));
     const candidate = this.keeper !== undefined ? this.scheduler?.(this.keeper, () => this.crashing) : undefined;
     if (candidate !== undefined) loops.push(candidate.run());
     this.done = Promise.all(loops).then(async () => {
+      this.ctx.stop.removeEventListener("abort", onStop);
       if (this.crashing) this.keeper?.abandon();
       else await this.keeper?.releaseAll();
     });
