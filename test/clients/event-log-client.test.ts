@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { beforeAll, describe, expect, test } from "vitest";
 import { allBackends, type TestBackend } from "../helpers/backends.js";
-import { startServer, type ServerProcess } from "../helpers/server.js";
-import { openDriverClients, type DriverClients } from "../../clients/factory.js";
+import { serveDrivers } from "../helpers/driver-server.js";
+import type { DriverClients } from "../../clients/factory.js";
 import type { CursorRecord, EventLogClient } from "../../clients/event-log-client.js";
 import { CursorExpiredError, CursorMalformedError } from "../../clients/errors.js";
 import { InvalidRequestError } from "../../clients/call.js";
@@ -25,20 +25,12 @@ async function failure(it: AsyncIterable<unknown>): Promise<unknown> {
 }
 
 describe.each(allBackends())("EventLogClient against a real server on $name", (backend: TestBackend) => {
-  let server: ServerProcess;
+  const served = serveDrivers(backend, ["session-store", "event-log"]);
   let clients: DriverClients;
   let log: EventLogClient;
-
-  beforeAll(async () => {
-    const { store } = await backend.setup();
-    server = await startServer(["session-store", "event-log", "--store", store]);
-    clients = await openDriverClients({ sessionStoreUrl: server.address, eventLogUrl: server.address });
+  beforeAll(() => {
+    clients = served.clients;
     log = clients.eventLog!;
-  });
-  afterAll(async () => {
-    clients?.close();
-    await server?.stop();
-    await backend.teardown();
   });
 
   test("appends return cursors; ReadAfter replays from the empty cursor, in order, with those cursors (3.4, 3.6)", async () => {

@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { beforeAll, describe, expect, test } from "vitest";
 import { allBackends, type TestBackend } from "../helpers/backends.js";
-import { startServer, type ServerProcess } from "../helpers/server.js";
-import { DriverConnections } from "../../clients/transport.js";
-import { ScheduleStoreClient } from "../../clients/schedule-store-client.js";
+import { serveDrivers } from "../helpers/driver-server.js";
+import type { ScheduleStoreClient } from "../../clients/schedule-store-client.js";
 import { ActiveFireError, DeletionPendingError, FireNotFoundError, ScheduleNotFoundError } from "../../clients/errors.js";
 import { formatNanos, parseRfc3339, ZERO_TIME } from "../../clients/time.js";
 import { PENDING_FIRE_SESSION_ID, type Schedule, type ScheduleFire } from "../../clients/schedule-records.js";
@@ -22,20 +21,10 @@ function fire(name: string, id: string, over: Partial<ScheduleFire> = {}): Sched
 }
 
 describe.each(allBackends())("ScheduleStoreClient against a real server on $name", (backend: TestBackend) => {
-  let server: ServerProcess;
-  let connections: DriverConnections;
+  const served = serveDrivers(backend, ["schedule-store"]);
   let client: ScheduleStoreClient;
-
-  beforeAll(async () => {
-    const { store } = await backend.setup();
-    server = await startServer(["schedule-store", "--store", store]);
-    connections = new DriverConnections();
-    client = new ScheduleStoreClient(connections.transport(server.address));
-  });
-  afterAll(async () => {
-    connections?.close();
-    await server?.stop();
-    await backend.teardown();
+  beforeAll(() => {
+    client = served.clients.scheduleStore!;
   });
 
   test("save and load round-trip the spec, unknown keys included, and both format tags (5.3)", async () => {

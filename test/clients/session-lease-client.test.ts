@@ -1,28 +1,17 @@
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { beforeAll, describe, expect, test } from "vitest";
 import { allBackends, type TestBackend } from "../helpers/backends.js";
-import { startServer, type ServerProcess } from "../helpers/server.js";
-import { DriverConnections } from "../../clients/transport.js";
-import { SessionLeaseClient } from "../../clients/session-lease-client.js";
+import { serveDrivers } from "../helpers/driver-server.js";
+import type { SessionLeaseClient } from "../../clients/session-lease-client.js";
 import { LeaseHeldError } from "../../clients/errors.js";
 import { InvalidRequestError } from "../../clients/call.js";
 
 const TTL_MS = 1500;
 
 describe.each(allBackends())("SessionLeaseClient against a real server on $name (TTL 1.5 s)", (backend: TestBackend) => {
-  let server: ServerProcess;
-  let connections: DriverConnections;
+  const served = serveDrivers(backend, ["session-lease"], ["--lease-ttl", `${TTL_MS}ms`]);
   let leases: SessionLeaseClient;
-
-  beforeAll(async () => {
-    const { store } = await backend.setup();
-    server = await startServer(["session-lease", "--store", store, "--lease-ttl", `${TTL_MS}ms`]);
-    connections = new DriverConnections();
-    leases = new SessionLeaseClient(connections.transport(server.address));
-  });
-  afterAll(async () => {
-    connections?.close();
-    await server?.stop();
-    await backend.teardown();
+  beforeAll(() => {
+    leases = served.clients.sessionLease!;
   });
 
   test("acquire grants a positive token and an expiry about one TTL ahead (4.3)", async () => {

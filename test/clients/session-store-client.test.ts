@@ -4,6 +4,7 @@ import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { allBackends, type TestBackend } from "../helpers/backends.js";
+import { serveDrivers } from "../helpers/driver-server.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { DriverConnections } from "../../clients/transport.js";
 import { SessionStoreClient } from "../../clients/session-store-client.js";
@@ -20,20 +21,10 @@ function decode(payload: Uint8Array): { id: string; [k: string]: unknown } {
 }
 
 describe.each(allBackends())("SessionStoreClient against a real server on $name", (backend: TestBackend) => {
-  let server: ServerProcess;
-  let connections: DriverConnections;
+  const served = serveDrivers(backend, ["session-store"]);
   let client: SessionStoreClient;
-
-  beforeAll(async () => {
-    const { store } = await backend.setup();
-    server = await startServer(["session-store", "--store", store]);
-    connections = new DriverConnections();
-    client = await SessionStoreClient.connect(connections.transport(server.address));
-  });
-  afterAll(async () => {
-    connections?.close();
-    await server?.stop();
-    await backend.teardown();
+  beforeAll(() => {
+    client = served.clients.sessionStore!;
   });
 
   test("construction negotiates contract session-store/1 and the minimal capabilities (2.4)", () => {

@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, test } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
-import { EventLogService, type ReadAfterResponse } from "../../gen/mecatl/driver/v1/event_log_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { EventLogService, type ReadAfterResponseSchema } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { startStubServer, stub, type StubServer } from "../helpers/stub-server.js";
 import { runCli } from "../helpers/cli.js";
 import { openDriverClients, type DriverClients } from "../../clients/factory.js";
@@ -72,7 +73,7 @@ describe("the workload against a driver that misbehaves", () => {
   async function faultyDriver(): Promise<StubServer> {
     const snapshots = new Map<string, Uint8Array>();
     const logs = new Map<string, Uint8Array[]>();
-    const record = (id: string, i: number): Partial<ReadAfterResponse> => ({ kind: "event", event: { format: "eventlog-json/1", payload: logs.get(id)![i]! }, cursor: `${id}#${i + 1}` });
+    const record = (id: string, i: number): MessageInitShape<typeof ReadAfterResponseSchema> => ({ kind: "event", event: { format: "eventlog-json/1", payload: logs.get(id)![i]! }, cursor: `${id}#${i + 1}` });
     return startStubServer([
       stub(SessionStoreService, {
         capabilities: () => ({ contract: "session-store/1", list: true, delete: true, create: true }),
