@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import { EXIT_USAGE } from "./output.js";
 import { sessionsCommand } from "./sessions.js";
 import { eventsCommand } from "./events.js";
 import { leasesCommand } from "./leases.js";
@@ -12,5 +13,12 @@ import { workloadCommand } from "../workload/command.js";
  * driver flags.
  */
 export function operatorCommands(): Command[] {
-  return [sessionsCommand(), eventsCommand(), leasesCommand(), schedulesCommand(), healthCommand(), workloadCommand()];
+  return [sessionsCommand(), eventsCommand(), leasesCommand(), schedulesCommand(), healthCommand(), workloadCommand()].map(usageExitStatus);
+}
+
+/** Makes commander's own errors (unknown option, missing argument or flag) exit with status 2, as the commands' usage errors do; help still exits 0. */
+function usageExitStatus(command: Command): Command {
+  command.exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : EXIT_USAGE));
+  for (const sub of command.commands) usageExitStatus(sub);
+  return command;
 }

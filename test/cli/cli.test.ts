@@ -79,6 +79,10 @@ describe("mecatl-drivers operator commands against a real server", () => {
     expect(remote.stderr).toContain("--driver-tls");
     const caWithoutTls = await runCli(["sessions", "list", ...ss, "--driver-tls-ca", "/x.pem"]);
     expect(caWithoutTls.code).toBe(2);
+    const noOwner = await runCli(["leases", "renew", "x", "--token", "1", ...ss]);
+    expect(noOwner.code).toBe(2);
+    expect(noOwner.stderr).toContain("--owner");
+    expect((await runCli(["sessions", "frobnicate"])).code).toBe(2);
   });
 
   test("events read prints every record with its cursor; --limit and --cursor page through the log", async () => {
