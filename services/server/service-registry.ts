@@ -6,6 +6,9 @@ import type { Metrics } from "./metrics.js";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { sessionStoreService } from "../session-store/service.js";
 import { openSessionStore } from "../session-store/open.js";
+import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
+import { eventLogService } from "../event-log/service.js";
+import { openEventLog } from "../event-log/open.js";
 
 /** Names accepted by `serve [services...]`, besides `all`. */
 export const SERVICE_NAMES = ["session-store", "event-log", "session-lease", "schedule-store"] as const;
@@ -51,5 +54,12 @@ export const SERVICE_MODULES: readonly ServiceModule[] = [
   {
     name: "session-store",
     mount: (ctx) => [{ desc: SessionStoreService, impl: sessionStoreService(openSessionStore(ctx.backend)) }],
+  },
+  {
+    name: "event-log",
+    mount: (ctx) => {
+      const { store, hub } = openEventLog(ctx.backend, ctx.settings, ctx.metrics.followers);
+      return [{ desc: EventLogService, impl: eventLogService(store, hub) }];
+    },
   },
 ];

@@ -1,5 +1,6 @@
 import type { Migration, OpTable } from "./sqlite-op.js";
 import { sessionStoreOps, sessionStoreMigrations } from "../session-store/sqlite-ops.js";
+import { eventLogOps, eventLogMigrations } from "../event-log/sqlite-ops.js";
 
 /**
  * Every operation the SQLite worker can run, by name. Each service contributes
@@ -8,10 +9,11 @@ import { sessionStoreOps, sessionStoreMigrations } from "../session-store/sqlite
  */
 export const sqliteOps = {
   ...sessionStoreOps,
+  ...eventLogOps,
 } satisfies OpTable;
 
 /** The operation names and their argument/result types, for typed calls. */
 export type SqliteOps = typeof sqliteOps;
 
 /** Every schema migration, applied at open in (component, version) order. */
-export const sqliteMigrations: readonly Migration[] = [...sessionStoreMigrations];
+export const sqliteMigrations: readonly Migration[] = [...sessionStoreMigrations, ...eventLogMigrations];
