@@ -81,7 +81,11 @@ export function openFollow(client: EventLogClient, req: Partial<ReadAfterRequest
       const r = await it.next();
       return r.done === true;
     },
-    cancel: () => abort.abort(),
+    cancel() {
+      abort.abort();
+      // Consume the cancellation so that an unread stream does not leave an unhandled rejection.
+      it.next().catch(() => undefined);
+    },
   };
 }
 
