@@ -7,11 +7,20 @@ import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
 import { waitFor } from "../helpers/wait.js";
-import { appendSeqs, body, decodeEnvelope, ev, expectReason, openFollow, readAfterAll, readBodies, seqsOf, take, type EventLogClient, type FollowStream } from "../helpers/event-log.js";
+import { appendSeqs, body, decodeEnvelope, ev, expectReason, openFollow, readAfterAll, readBodies, seqsOf, take, type EventLogClient, type FollowStream, parkedFollow } from "../helpers/event-log.js";
 
 /** Positions (the `p` of each cursor) of a run of records. */
 function positions(rs: Array<{ cursor: string }>): number[] {
   return rs.map((r) => Number(decodeEnvelope(r.cursor).p));
+}
+
+/** Rejects when `promise` takes longer than `ms` (a hang bound, not a speed check). */
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 describe.each(sharedBackends())("EventLogService follow across two server processes on $name", (backend: TestBackend) => {
@@ -46,20 +55,15 @@ describe.each(sharedBackends())("EventLogService follow across two server proces
   });
 
   test("a follower on one server, attached before the first append, receives the other server's first append", async () => {
-    const stream = openFollow(logB, { sessionId: "x-first-append" });
-    const next = stream.next();
-    await new Promise((r) => setTimeout(r, 200));
+    const { stream, outcome } = await parkedFollow(logB, "x-first-append");
     const [cursor] = await appendSeqs(logA, "x-first-append", [0]);
-    expect((await next).cursor).toBe(cursor);
+    expect((await outcome).cursor).toBe(cursor);
     stream.cancel();
   });
 
   test("a follower parked on one server gets cursor_expired when the session is deleted through the other", async () => {
     const [cursor] = await appendSeqs(logA, "x-delete", [0]);
-    const stream = openFollow(logB, { sessionId: "x-delete", cursor });
-    const outcome = stream.next();
-    outcome.catch(() => undefined);
-    await new Promise((r) => setTimeout(r, 200));
+    const { outcome } = await parkedFollow(logB, "x-delete", cursor);
     await sessionsA.delete({ sessionId: "x-delete" });
     await expectReason(outcome, Code.FailedPrecondition, "cursor_expired");
     // A follower parked on the replacement log is woken with its records, not an error.
@@ -106,12 +110,21 @@ describe.each(sharedBackends())("EventLogService follow across two server proces
     }
   });
 
+  test("an append racing a follower's first drain is delivered exactly once (40 trials, both servers)", async () => {
+    for (let trial = 0; trial < 40; trial++) {
+      const id = `x-race-${trial}`;
+      const before = trial % 3;
+      await appendSeqs(logA, id, Array.from({ length: before }, (_, i) => i));
+      const stream = openFollow(trial % 2 === 0 ? logA : logB, { sessionId: id });
+      const [got] = await Promise.all([withTimeout(take(stream, before + 1), 15_000, `trial ${trial}`), appendSeqs(trial % 4 < 2 ? logA : logB, id, [before])]);
+      expect(positions(got)).toEqual(Array.from({ length: before + 1 }, (_, i) => i + 1));
+      stream.cancel();
+    }
+  });
+
   test("SIGTERM ends a parked follow with UNAVAILABLE so the client resumes elsewhere", async () => {
     const [cursor] = await appendSeqs(logA, "x-shutdown", [0]);
-    const stream = openFollow(logB, { sessionId: "x-shutdown", cursor });
-    const outcome = stream.next();
-    outcome.catch(() => undefined);
-    await new Promise((r) => setTimeout(r, 200));
+    const { outcome } = await parkedFollow(logB, "x-shutdown", cursor);
     await b.stop();
     await expectCode(outcome, Code.Unavailable);
     await appendSeqs(logA, "x-shutdown", [1]);
@@ -158,10 +171,7 @@ describe.each(allBackends())("EventLogService follow limits on $name", (backend:
   test("a live follower that stops reading ends with follow_lagging, never slows writers, and resumes exactly", async () => {
     const id = "lagging";
     const [first] = await appendSeqs(log, id, [0]);
-    const stream = openFollow(log, { sessionId: id, cursor: first });
-    const pending = stream.next();
-    pending.catch(() => undefined);
-    await new Promise((r) => setTimeout(r, 200));
+    const { stream, outcome: pending } = await parkedFollow(log, id, first);
     // The client reads nothing while 200 × 32 KiB records are appended: far beyond what
     // HTTP/2 flow control lets the server push, so the follower falls behind.
     const filler = "z".repeat(32 * 1024);

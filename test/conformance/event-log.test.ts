@@ -16,6 +16,7 @@ import {
   ev,
   expectReason,
   openFollow,
+  parkedFollow,
   readAfterAll,
   readBodies,
   seqsOf,
@@ -215,15 +216,11 @@ describe.each(allBackends())("EventLogService on $name", (backend: TestBackend) 
       const second = await stream.next();
       expect(body(second.event?.payload).text).toBe("after");
       expect(second.live).toBe(true);
-      stream.cancel();
-      await expectCode(stream.next(), Code.Canceled);
+      await expectCode(Promise.reject(await stream.cancel()), Code.Canceled);
     });
 
     test("10b. a follower attached before the first append receives it live, not as a reset", async () => {
-      const stream = openFollow(client, { sessionId: "cur-follow-empty" });
-      const first = stream.next();
-      // Give the follower time to park; a later append must wake it either way.
-      await new Promise((r) => setTimeout(r, 200));
+      const { stream, outcome: first } = await parkedFollow(client, "cur-follow-empty");
       const [cursor] = await appendSeqs(client, "cur-follow-empty", [0], "first ever");
       const got = await first;
       expect(body(got.event?.payload).text).toBe("first ever");
@@ -289,10 +286,7 @@ describe.each(allBackends())("EventLogService on $name", (backend: TestBackend) 
 
     test("13b. a delete alone wakes a parked follower with cursor_expired", async () => {
       const [cursor] = await appendSeqs(client, "cur-delete-follow", [0]);
-      const stream = openFollow(client, { sessionId: "cur-delete-follow", cursor });
-      const outcome = stream.next();
-      outcome.catch(() => undefined); // inspected below, after the delete
-      await new Promise((r) => setTimeout(r, 200));
+      const { outcome } = await parkedFollow(client, "cur-delete-follow", cursor);
       await reset("cur-delete-follow");
       await expectReason(outcome, Code.FailedPrecondition, "cursor_expired");
     });

@@ -64,7 +64,8 @@ export interface FollowStream {
   next(): Promise<ReadAfterResponse>;
   /** Resolves to true when the stream ends without another record. */
   ended(): Promise<boolean>;
-  cancel(): void;
+  /** Aborts the call; resolves with the error the client saw for it (CANCELED), if any. */
+  cancel(): Promise<unknown>;
 }
 
 /** Opens a follow (or any) ReadAfter call as a {@link FollowStream}. */
@@ -84,9 +85,25 @@ export function openFollow(client: EventLogClient, req: Partial<ReadAfterRequest
     cancel() {
       abort.abort();
       // Consume the cancellation so that an unread stream does not leave an unhandled rejection.
-      it.next().catch(() => undefined);
+      return it.next().then(
+        () => undefined,
+        (err: unknown) => err,
+      );
     },
   };
+}
+
+/**
+ * Opens a follow from `cursor` (or the beginning) and waits a moment so the
+ * server has drained and parked it; returns the stream and its pending next
+ * outcome (already guarded against an unhandled rejection).
+ */
+export async function parkedFollow(client: EventLogClient, sessionId: string, cursor = ""): Promise<{ stream: FollowStream; outcome: Promise<ReadAfterResponse> }> {
+  const stream = openFollow(client, { sessionId, cursor });
+  const outcome = stream.next();
+  outcome.catch(() => undefined);
+  await new Promise((r) => setTimeout(r, 200));
+  return { stream, outcome };
 }
 
 /** Reads `n` records from a follow stream. */
