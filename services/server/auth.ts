@@ -31,7 +31,13 @@ export class TokenFile {
   }
 
   private static read(path: string): Buffer[] {
-    const tokens = readFileSync(path, "utf8")
+    let text: string;
+    try {
+      text = readFileSync(path, "utf8");
+    } catch (err) {
+      throw new Error(`cannot read --auth-token-file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+    const tokens = text
       .split(/\r?\n/)
       .map((l) => l.trim())
       .filter((l) => l !== "" && !l.startsWith("#"));

@@ -47,7 +47,13 @@ export class SqliteDatabase extends EventEmitter {
    */
   static async open(options: SqliteOpenOptions): Promise<SqliteDatabase> {
     const memory = options.path === ":memory:";
-    if (!memory) mkdirSync(dirname(options.path), { recursive: true });
+    if (!memory) {
+      try {
+        mkdirSync(dirname(options.path), { recursive: true });
+      } catch (err) {
+        throw new Error(`cannot open SQLite database ${options.path}: ${(err as Error).message}`);
+      }
+    }
     const channel = new MessageChannel();
     const worker = new Worker(new URL("./sqlite-worker.js", import.meta.url), {
       workerData: { path: options.path, port: channel.port2, busyTimeoutMs: options.busyTimeoutMs ?? 5000, durable: !memory },

@@ -1,9 +1,20 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { resolve } from "node:path";
+import { dirname, join } from "node:path";
+import { existsSync } from "node:fs";
 
-/** Path of the built executable the tests run (`npm test` builds first). */
-export const MAIN = resolve(fileURLToPath(new URL("../../dist/services/server/main.js", import.meta.url)));
+function projectRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, "package.json"))) dir = dirname(dir);
+  return dir;
+}
+
+/**
+ * Path of the built executable the tests and benchmarks run (`npm test`
+ * builds first). Found from the project root, so this helper works both from
+ * `test/helpers` (vitest) and from `dist/test/helpers` (benchmarks).
+ */
+export const MAIN = join(projectRoot(), "dist/services/server/main.js");
 
 /** A `mecatl-drivers serve` process started by a test. */
 export interface ServerProcess {

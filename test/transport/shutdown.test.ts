@@ -1,0 +1,43 @@
+import { describe, expect, test } from "vitest";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { Health } from "../../gen/grpc/health/v1/health_pb.js";
+import { startServer } from "../helpers/server.js";
+import { grpcClient } from "../helpers/clients.js";
+
+describe("graceful shutdown on SIGTERM", () => {
+  test("an in-flight Save finishes and is durable; open streams end with UNAVAILABLE; exit code 0", async () => {
+    const store = `sqlite:${join(mkdtempSync(join(tmpdir(), "mecatl-shutdown-")), "db.sqlite")}`;
+    const server = await startServer(["--store", store]);
+    const client = grpcClient(SessionStoreService, server.address);
+    const streamEnd = (async () => {
+      try {
+        for await (const _ of grpcClient(Health, server.address).watch({ service: "" })) {
+          // keep reading until the server ends the stream
+        }
+        return "clean end";
+      } catch (err) {
+        return Code[ConnectError.from(err).code];
+      }
+    })();
+    const payload = randomBytes(48 * 1024 * 1024);
+    const saving = client.save({ sessionId: "in-flight", snapshot: { format: "sessnap-json/1", payload } });
+    // Wait until the request is on its way, then ask the server to stop.
+    await new Promise((r) => setTimeout(r, 150));
+    const exit = server.stop();
+    await saving;
+    expect(await exit).toBe(0);
+    expect(await streamEnd).toBe("Unavailable");
+    const again = await startServer(["--store", store]);
+    try {
+      const got = await grpcClient(SessionStoreService, again.address).load({ sessionId: "in-flight" });
+      expect(Buffer.from(got.snapshot!.payload).equals(payload)).toBe(true);
+    } finally {
+      await again.stop();
+    }
+  });
+});
