@@ -1,6 +1,7 @@
 import { ConnectError, type Client } from "@connectrpc/connect";
 import { expect } from "vitest";
-import { EventLogService, type ReadAfterRequest, type ReadAfterResponse } from "../../gen/mecatl/driver/v1/event_log_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { EventLogService, type ReadAfterRequestSchema, type ReadAfterResponse } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { errorInfo, expectCode } from "./errors.js";
 import type { Code } from "@connectrpc/connect";
 
@@ -8,6 +9,9 @@ import type { Code } from "@connectrpc/connect";
 export const EVENT_FORMAT = "eventlog-json/1";
 
 export type EventLogClient = Client<typeof EventLogService>;
+
+/** A ReadAfter request as the typed client takes it (any field may be left out). */
+export type ReadAfterInit = MessageInitShape<typeof ReadAfterRequestSchema>;
 
 /** A LoggedEvent whose payload is the JSON of `body`. */
 export function ev(body: Record<string, unknown>) {
@@ -27,7 +31,7 @@ export async function appendSeqs(client: EventLogClient, sessionId: string, seqs
 }
 
 /** Drains a ReadAfter call (no follow) into an array. */
-export async function readAfterAll(client: EventLogClient, req: Partial<ReadAfterRequest>): Promise<ReadAfterResponse[]> {
+export async function readAfterAll(client: EventLogClient, req: ReadAfterInit): Promise<ReadAfterResponse[]> {
   const out: ReadAfterResponse[] = [];
   for await (const r of client.readAfter(req)) out.push(r);
   return out;
@@ -69,7 +73,7 @@ export interface FollowStream {
 }
 
 /** Opens a follow (or any) ReadAfter call as a {@link FollowStream}. */
-export function openFollow(client: EventLogClient, req: Partial<ReadAfterRequest>): FollowStream {
+export function openFollow(client: EventLogClient, req: ReadAfterInit): FollowStream {
   const abort = new AbortController();
   const it = client.readAfter({ follow: true, ...req }, { signal: abort.signal })[Symbol.asyncIterator]();
   return {
