@@ -36,12 +36,19 @@ const IDS = 1000;
 type Op = (kind: "load" | "save", size: number) => (i: number) => Promise<unknown>;
 const rows: Array<{ target: string; caseName: string; inFlight: number; r: RunResult }> = [];
 
-async function run(target: string, op: Op) {
+/**
+ * Runs every case against every target, case by case (all targets for one
+ * case back to back), so that load drifting on a shared machine hits every
+ * target of a ratio alike.
+ */
+async function runAll(targets: Array<{ name: string; op: Op }>) {
   for (const c of cases) {
     for (const inFlight of concurrency) {
-      const r = await measure(op(c.kind, c.size), inFlight, seconds * 1000);
-      rows.push({ target, caseName: c.name, inFlight, r });
-      process.stderr.write(`${target.padEnd(22)} ${c.name} x${inFlight}: ${fmt(r.perSecond)}/s p50 ${fmt(r.p50Ms)} ms p99 ${fmt(r.p99Ms)} ms\n`);
+      for (const t of targets) {
+        const r = await measure(t.op(c.kind, c.size), inFlight, seconds * 1000);
+        rows.push({ target: t.name, caseName: c.name, inFlight, r });
+        process.stderr.write(`${t.name.padEnd(22)} ${c.name} x${inFlight}: ${fmt(r.perSecond)}/s p50 ${fmt(r.p50Ms)} ms p99 ${fmt(r.p99Ms)} ms\n`);
+      }
     }
   }
 }
@@ -65,12 +72,6 @@ async function driverOps(address: string): Promise<Op> {
 
 async function main() {
   const floor = await startTransportFloor();
-  await run("grpc-js floor", (kind, size) => {
-    const bytes = payloadOf(size);
-    return kind === "load" ? () => floor.source(size) : () => floor.sink(bytes);
-  });
-  floor.stop();
-
   const dir = mkdtempSync(join(tmpdir(), "mecatl-bench-"));
   const raw = new Database(join(dir, "raw.sqlite"));
   raw.pragma("journal_mode = WAL");
@@ -79,26 +80,33 @@ async function main() {
   const put = raw.prepare("INSERT INTO s VALUES (?, 'sessnap-json/1', ?, ?) ON CONFLICT (id) DO UPDATE SET payload = excluded.payload, t = excluded.t");
   const get = raw.prepare("SELECT format, payload FROM s WHERE id = ?");
   for (let i = 0; i < IDS; i++) put.run(`bench-${i}`, payloadOf(KiB), Date.now());
-  await run("raw sqlite (no RPC)", (kind, size) => {
-    const bytes = payloadOf(size);
-    return kind === "load" ? async (i) => get.get(`bench-${i % IDS}`) : async (i) => put.run(`save-${i % IDS}`, bytes, Date.now());
-  });
-  raw.close();
-
   const sqliteServer = await startServer(["session-store", "--store", `sqlite:${join(dir, "driver.sqlite")}`, "--log-level", "warn"]);
-  await run("driver on sqlite", await driverOps(sqliteServer.address));
-  await sqliteServer.stop();
-
   const redis = await spawnRedis();
   const rc = redis.client();
   for (let i = 0; i < IDS; i++) await rc.hset(`raw:bench-${i}`, "format", "sessnap-json/1", "payload", payloadOf(KiB));
-  await run("raw redis (no RPC)", (kind, size) => {
-    const bytes = payloadOf(size);
-    return kind === "load" ? (i) => rc.hgetBuffer(`raw:bench-${i % IDS}`, "payload") : (i) => rc.hset(`raw:save-${i % IDS}`, "format", "sessnap-json/1", "payload", bytes);
-  });
-  rc.disconnect();
   const redisServer = await startServer(["session-store", "--store", redis.url, "--log-level", "warn"]);
-  await run("driver on redis", await driverOps(redisServer.address));
+
+  await runAll([
+    { name: "grpc-js floor", op: (kind, size) => {
+      const bytes = payloadOf(size);
+      return kind === "load" ? () => floor.source(size) : () => floor.sink(bytes);
+    } },
+    { name: "raw sqlite (no RPC)", op: (kind, size) => {
+      const bytes = payloadOf(size);
+      return kind === "load" ? async (i) => get.get(`bench-${i % IDS}`) : async (i) => put.run(`save-${i % IDS}`, bytes, Date.now());
+    } },
+    { name: "driver on sqlite", op: await driverOps(sqliteServer.address) },
+    { name: "raw redis (no RPC)", op: (kind, size) => {
+      const bytes = payloadOf(size);
+      return kind === "load" ? (i) => rc.hgetBuffer(`raw:bench-${i % IDS}`, "payload") : (i) => rc.hset(`raw:save-${i % IDS}`, "format", "sessnap-json/1", "payload", bytes);
+    } },
+    { name: "driver on redis", op: await driverOps(redisServer.address) },
+  ]);
+
+  floor.stop();
+  raw.close();
+  rc.disconnect();
+  await sqliteServer.stop();
   await redisServer.stop();
   await redis.stop();
   rmSync(dir, { recursive: true, force: true });

@@ -3,6 +3,7 @@ import ms from "ms";
 import { startServer, type ServerOptions } from "./server.js";
 import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
+import { MAX_LEASE_TTL_MS } from "../session-lease/rules.js";
 
 /**
  * Parses a duration flag such as `30s`, `500ms` or `2m` into milliseconds.
@@ -15,6 +16,18 @@ export function parseDuration(text: string): number {
   if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
     throw new InvalidArgumentError(`expected a positive duration such as 30s, 500ms or 2m, got ${JSON.stringify(text)}`);
   }
+  return value;
+}
+
+/**
+ * Parses `--lease-ttl`: a duration (see {@link parseDuration}) of at most
+ * 365 days, so that expiry arithmetic stays exact (session-lease/rules.ts).
+ *
+ * @throws InvalidArgumentError when the text is not a duration in that range.
+ */
+export function parseLeaseTtl(text: string): number {
+  const value = parseDuration(text);
+  if (value > MAX_LEASE_TTL_MS) throw new InvalidArgumentError(`a lease TTL of at most 365d is supported, got ${JSON.stringify(text)}`);
   return value;
 }
 
@@ -110,7 +123,7 @@ export function serveCommand(): Command {
     .option("--connect-listen <addr>", "also serve the Connect and gRPC-Web protocols here (HOST:PORT or unix:/PATH)")
     .option("--insecure-listen", "allow cleartext on a non-loopback address (protected networks only)", false)
     .option("--store <url>", "sqlite:PATH, sqlite::memory: (tests; not durable), redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]", "sqlite:./data/mecatl-drivers.sqlite")
-    .option("--lease-ttl <duration>", "lifetime of a session lease", parseDuration, 30_000)
+    .addOption(new Option("--lease-ttl <duration>", "lifetime of a session lease (at most 365d)").default(30_000, "30s").argParser(parseLeaseTtl))
     .option("--max-followers <n>", "most concurrent ReadAfter follow streams in this process", parsePositiveInt, 4096)
     .option("--follow-buffer <n>", "records queued for one slow follower before its stream ends with follow_lagging", parsePositiveInt, 1024)
     .option("--tls-cert <file>", "PEM certificate chain for TLS")
@@ -128,7 +141,7 @@ export function serveCommand(): Command {
         .default("strict"),
     )
     .option("--redis-key-prefix <prefix>", "prefix of every Redis key", "mecatl-drivers:")
-    .option("--shutdown-grace <duration>", "time unary calls get to finish after SIGTERM", parseDuration, 10_000)
+    .addOption(new Option("--shutdown-grace <duration>", "time unary calls get to finish after SIGTERM").default(10_000, "10s").argParser(parseDuration))
     .addOption(new Option("--log-level <level>", "log level").choices(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"))
     .action(async (services: string[], flags: ServeFlags) => {
       try {

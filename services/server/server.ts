@@ -176,7 +176,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     let closing = false;
     const stopWatching = onBackendHealthChange(backend, updateHealth);
     updateHealth();
-    logger.info({ address, connectAddress: connect?.address, metricsAddress, services: options.services, store: backend.description }, "listening");
+    // Always logged, whatever --log-level says: supervisors and tests read the
+    // bound address (the real port when :0 was asked for) from this line.
+    logger
+      .child({}, { level: "info" })
+      .info({ address, connectAddress: connect?.address, metricsAddress, services: options.services, store: backend.description }, "listening");
 
     let closed: Promise<void> | undefined;
     const close = () => {

@@ -9,6 +9,12 @@ import { openSessionStore } from "../session-store/open.js";
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { eventLogService } from "../event-log/service.js";
 import { openEventLog } from "../event-log/open.js";
+import { SessionLeaseService } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
+import { sessionLeaseService } from "../session-lease/service.js";
+import { openSessionLeaseStore } from "../session-lease/open.js";
+import { ScheduleOneShotReArmerService, ScheduleStoreService } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
+import { scheduleReArmerService, scheduleStoreService } from "../schedule-store/service.js";
+import { openScheduleStore } from "../schedule-store/open.js";
 
 /** Names accepted by `serve [services...]`, besides `all`. */
 export const SERVICE_NAMES = ["session-store", "event-log", "session-lease", "schedule-store"] as const;
@@ -60,6 +66,20 @@ export const SERVICE_MODULES: readonly ServiceModule[] = [
     mount: (ctx) => {
       const { store, hub } = openEventLog(ctx.backend, ctx.settings, ctx.metrics.followers);
       return [{ desc: EventLogService, impl: eventLogService(store, hub) }];
+    },
+  },
+  {
+    name: "session-lease",
+    mount: (ctx) => [{ desc: SessionLeaseService, impl: sessionLeaseService(openSessionLeaseStore(ctx.backend, ctx.settings.leaseTtlMs)) }],
+  },
+  {
+    name: "schedule-store",
+    mount: (ctx) => {
+      const store = openScheduleStore(ctx.backend);
+      return [
+        { desc: ScheduleStoreService, impl: scheduleStoreService(store) },
+        { desc: ScheduleOneShotReArmerService, impl: scheduleReArmerService(store) },
+      ];
     },
   },
 ];

@@ -102,12 +102,30 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
     retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
   };
   const redis = new Redis(redisOptions);
-  redis.on("error", () => undefined); // status changes are observed through health, not thrown
+  // Status changes are observed through health, not thrown; the last error
+  // explains a failed first connection better than ioredis's "Connection is closed".
+  let lastError: Error | undefined;
+  redis.on("error", (err: Error) => (lastError = err));
   try {
     await redis.connect();
   } catch (err) {
     redis.disconnect();
-    throw new StartupError(`cannot reach Redis at ${target.host}:${target.port}: ${(err as Error).message}; start it or fix --store`);
+    const cause = lastError ?? (err as Error);
+    if (/WRONGPASS|NOAUTH|NOPERM|invalid username-password/i.test(cause.message)) {
+      throw new StartupError(`Redis at ${target.host}:${target.port} refused the credentials (${cause.message}); check --redis-username-file and --redis-password-file`);
+    }
+    throw new StartupError(`cannot reach Redis at ${target.host}:${target.port}: ${cause.message}; start it or fix --store`);
+  }
+  try {
+    await redis.ping();
+  } catch (err) {
+    redis.disconnect();
+    const message = (err as Error).message;
+    throw new StartupError(
+      /NOAUTH|WRONGPASS|NOPERM/.test(message)
+        ? `Redis at ${target.host}:${target.port} refused the credentials (${message}); check --redis-username-file and --redis-password-file`
+        : `Redis at ${target.host}:${target.port} is not ready (${message}); retry once it has loaded its data`,
+    );
   }
   if ((options.durability ?? "strict") === "strict") {
     try {

@@ -24,6 +24,16 @@ export class RedisKeys {
     return `${this.base}session:{${sessionId}}:snapshot`;
   }
 
+  /**
+   * Hash holding the lease on one session id: `owner`, `token`, `expiry_us`
+   * while held, and `high_water` (highest token ever granted) from the first
+   * grant on. Not part of {@link sessionData}: the high-water mark must
+   * outlive the session so tokens stay monotone (wire-contract.md section 4.3).
+   */
+  lease(sessionId: string): string {
+    return `${this.base}session:{${sessionId}}:lease`;
+  }
+
   /** Sorted set of session ids scored by save time in microseconds (List index). */
   sessionIndex(): string {
     return `${this.base}sessions`;
@@ -63,5 +73,34 @@ export class RedisKeys {
   /** Channels told (with an empty message) when the session is deleted, so followers elsewhere notice. */
   sessionDeleteChannels(sessionId: string): string[] {
     return [this.eventLogChannel(sessionId)];
+  }
+
+  /**
+   * Hash holding one schedule: fields `spec`, `owned`, `max_fires`, `state`,
+   * and `ver`, the commit version (kept when the schedule is deleted so a
+   * re-created schedule never repeats a version a stale reader saw).
+   */
+  schedule(name: string): string {
+    return `${this.base}schedule:{${name}}`;
+  }
+
+  /** Set of the fire ids whose record names this schedule (ListFires index). */
+  scheduleFires(name: string): string {
+    return `${this.base}schedule:{${name}}:fires`;
+  }
+
+  /** Set of every schedule name (ListSchedules index). */
+  scheduleIndex(): string {
+    return `${this.base}schedules`;
+  }
+
+  /** Sorted set of the schedules that can be due, scored by NextFireAt in whole milliseconds (Due index). */
+  scheduleDueIndex(): string {
+    return `${this.base}schedules:due`;
+  }
+
+  /** Hash holding one fire record: fields `payload` and `ver` (commit version). */
+  scheduleFire(fireId: string): string {
+    return `${this.base}schedule-fire:{${fireId}}`;
   }
 }

@@ -29,6 +29,8 @@ export class SqliteDatabase extends EventEmitter {
   private nextId = 1;
   private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   private failure: Error | undefined;
+  /** Requests made in this turn of the event loop, posted together in one message. */
+  private outbox: Array<{ id: number; op: string; args: unknown }> = [];
   private closed: Promise<void> | undefined;
 
   private constructor(
@@ -95,8 +97,16 @@ export class SqliteDatabase extends EventEmitter {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      this.port.postMessage({ id, op, args });
+      if (this.outbox.length === 0) queueMicrotask(() => this.flush());
+      this.outbox.push({ id, op, args });
     });
+  }
+
+  /** Posts every request of this turn in one message (one structured clone, one wake-up of the worker). */
+  private flush(): void {
+    const batch = this.outbox;
+    this.outbox = [];
+    if (batch.length > 0) this.port.postMessage({ type: "batch", requests: batch });
   }
 
   /** Finishes queued operations, closes the file and stops the worker. */
@@ -108,6 +118,7 @@ export class SqliteDatabase extends EventEmitter {
         return;
       }
       this.worker.once("exit", () => resolve());
+      this.flush();
       this.port.postMessage({ type: "close" });
     });
     return this.closed;

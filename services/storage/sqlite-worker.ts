@@ -47,12 +47,15 @@ const queue: Request[] = [];
 let scheduled = false;
 let closing = false;
 
-port.on("message", (msg: Request | { type: "close" }) => {
-  if ("type" in msg) {
-    closing = true;
-  } else {
-    queue.push(msg);
-  }
+type Message = { type: "batch"; requests: Request[] } | { type: "close" };
+
+function accept(msg: Message): void {
+  if (msg.type === "close") closing = true;
+  else queue.push(...msg.requests);
+}
+
+port.on("message", (msg: Message) => {
+  accept(msg);
   if (!scheduled) {
     scheduled = true;
     setImmediate(drain);
@@ -66,11 +69,7 @@ function errorReply(id: number, err: unknown) {
 
 function drain(): void {
   scheduled = false;
-  for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port)) {
-    const msg = m.message as Request | { type: "close" };
-    if ("type" in msg) closing = true;
-    else queue.push(msg);
-  }
+  for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port)) accept(m.message as Message);
   const batch = queue.splice(0);
   const replies: unknown[] = [];
   const notifications: Array<{ topic: string; data: unknown }> = [];

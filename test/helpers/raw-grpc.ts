@@ -5,9 +5,11 @@ import { MAX_MESSAGE_BYTES } from "./clients.js";
 /**
  * A plain grpc-js client (no Connect) for one service, with protobuf-es
  * (de)serialisers: the same stack a grpc-js user would run. `target` is any
- * grpc-js target (`host:port`, `unix:/path`).
+ * grpc-js target (`host:port`, `unix:/path`). `options` adds channel options,
+ * e.g. `{"grpc.use_local_subchannel_pool": 1}` for a connection of its own
+ * (grpc-js otherwise shares one connection among clients of one target).
  */
-export function rawGrpcClient(service: DescService, target: string, credentials = grpc.credentials.createInsecure()): grpc.Client {
+export function rawGrpcClient(service: DescService, target: string, credentials = grpc.credentials.createInsecure(), options: grpc.ChannelOptions = {}): grpc.Client {
   const definition: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const m of service.methods) {
     definition[m.localName] = {
@@ -24,6 +26,7 @@ export function rawGrpcClient(service: DescService, target: string, credentials 
   return new Ctor(target, credentials, {
     "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
     "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
+    ...options,
   });
 }
 

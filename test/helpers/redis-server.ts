@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
@@ -25,16 +25,28 @@ export interface SpawnedRedis {
  * default it is durable (`appendonly yes`, `appendfsync always`), as the
  * driver requires; pass `durable: false` to test the refusal.
  */
-export async function spawnRedis(options: { durable?: boolean } = {}): Promise<SpawnedRedis> {
+export async function spawnRedis(options: { durable?: boolean; password?: string; tls?: { cert: string; key: string; ca: string } } = {}): Promise<SpawnedRedis> {
   const dir = mkdtempSync(join(tmpdir(), "mecatl-redis-"));
   const port = await freePort();
   const durable = options.durable ?? true;
   const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", durable ? "yes" : "no", "--appendfsync", durable ? "always" : "everysec", "--protected-mode", "no", "--loglevel", "warning"];
+  if (options.password !== undefined) args.push("--requirepass", options.password);
+  if (options.tls !== undefined) {
+    // TLS only: the plain port is closed and the TLS port takes its number.
+    args.splice(args.indexOf("--port"), 2, "--port", "0", "--tls-port", String(port));
+    args.push("--tls-cert-file", options.tls.cert, "--tls-key-file", options.tls.key, "--tls-ca-cert-file", options.tls.ca, "--tls-auth-clients", "no");
+  }
+  const probeOptions = {
+    port,
+    host: "127.0.0.1",
+    password: options.password,
+    tls: options.tls === undefined ? undefined : { ca: readFileSync(options.tls.ca), servername: "localhost" },
+  };
   let proc: ChildProcess;
   const start = async () => {
     proc = spawn("redis-server", args, { stdio: "ignore" });
     await waitFor(async () => {
-      const probe = new Redis({ port, host: "127.0.0.1", lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+      const probe = new Redis({ ...probeOptions, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
       probe.on("error", () => undefined);
       try {
         await probe.connect();
@@ -63,6 +75,6 @@ export async function spawnRedis(options: { durable?: boolean } = {}): Promise<S
       await kill();
       rmSync(dir, { recursive: true, force: true });
     },
-    client: () => new Redis({ port, host: "127.0.0.1" }),
+    client: () => new Redis(probeOptions),
   };
 }

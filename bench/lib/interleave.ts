@@ -1,0 +1,108 @@
+import { readFileSync } from "node:fs";
+import { quantile } from "./measure.js";
+
+/** Throughput and latency of one measured phase. */
+export interface PhaseResult {
+  /** Operations completed (all succeeded, or the phase throws). */
+  ops: number;
+  /** Wall time spent in the phase's slices, in seconds. */
+  seconds: number;
+  /** Operations per second over that time. */
+  opsPerSecond: number;
+  /** Median latency in milliseconds. */
+  p50Ms: number;
+  /** 99th-percentile latency in milliseconds. */
+  p99Ms: number;
+  /** CPU time the metered processes spent per operation, in milliseconds (NaN when not metered). */
+  cpuMsPerOp: number;
+}
+
+/** Cumulative CPU seconds (user + system) of some set of processes. */
+export type CpuMeter = () => number;
+
+/** Latencies (milliseconds) and wall time (seconds) gathered over one or more slices. */
+export class Sample {
+  readonly latenciesMs: number[] = [];
+  seconds = 0;
+  cpuSeconds = Number.NaN;
+
+  /** Throughput and p50/p99 of everything gathered so far. */
+  summary(): PhaseResult {
+    const sorted = [...this.latenciesMs].sort((a, b) => a - b);
+    return {
+      ops: sorted.length,
+      seconds: this.seconds,
+      opsPerSecond: sorted.length / this.seconds,
+      p50Ms: quantile(sorted, 0.5),
+      p99Ms: quantile(sorted, 0.99),
+      cpuMsPerOp: (this.cpuSeconds * 1000) / sorted.length,
+    };
+  }
+}
+
+/**
+ * Runs items `from` ..< `to` as `workers` concurrent loops: item i belongs to
+ * worker i % workers, and each worker runs its items one after another, so at
+ * most `workers` operations are in flight. Adds every latency, the slice's
+ * wall time and, with `cpu`, the CPU time it measured to `sample`.
+ *
+ * @throws the first operation error, after every loop has stopped.
+ */
+export async function runSlice(
+  sample: Sample,
+  workers: number,
+  from: number,
+  to: number,
+  op: (worker: number, item: number) => Promise<unknown>,
+  cpu?: CpuMeter,
+): Promise<void> {
+  const started = performance.now();
+  const cpuBefore = cpu?.();
+  await Promise.all(
+    Array.from({ length: workers }, async (_, w) => {
+      for (let i = from + w; i < to; i += workers) {
+        const t0 = performance.now();
+        await op(w, i);
+        sample.latenciesMs.push(performance.now() - t0);
+      }
+    }),
+  );
+  sample.seconds += (performance.now() - started) / 1000;
+  if (cpu !== undefined) sample.cpuSeconds = (Number.isNaN(sample.cpuSeconds) ? 0 : sample.cpuSeconds) + cpu() - cpuBefore!;
+}
+
+/** A CpuMeter over this process and the processes with the given ids (read from /proc, Linux only). */
+export function processCpu(pids: readonly number[]): CpuMeter {
+  return () => {
+    const own = process.cpuUsage();
+    let total = (own.user + own.system) / 1e6;
+    for (const pid of pids) {
+      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+      // utime and stime are fields 14 and 15 of the whole line, in clock ticks (100 per second on Linux).
+      total += (Number(fields[11]) + Number(fields[12])) / 100;
+    }
+    return total;
+  };
+}
+
+/**
+ * Runs `count` items through each of `ops` in alternating slices of `slice`
+ * items (A then B, then B then A, ...), so that load from other processes on a
+ * shared machine falls on every contender alike and their ratio stays fair.
+ * `cpu`, when given, meters every slice. Returns one Sample per contender,
+ * in the order of `ops`.
+ */
+export async function interleaved(
+  ops: ReadonlyArray<(worker: number, item: number) => Promise<unknown>>,
+  workers: number,
+  count: number,
+  slice: number,
+  cpu?: CpuMeter,
+): Promise<Sample[]> {
+  const samples = ops.map(() => new Sample());
+  for (let from = 0, turn = 0; from < count; from += slice, turn++) {
+    const order = turn % 2 === 0 ? ops.map((_, k) => k) : ops.map((_, k) => ops.length - 1 - k);
+    for (const k of order) await runSlice(samples[k]!, workers, from, Math.min(count, from + slice), ops[k]!, cpu);
+  }
+  return samples;
+}

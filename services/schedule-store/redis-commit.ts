@@ -1,0 +1,103 @@
+import type { Redis } from "ioredis";
+import { runScript, type RedisScript } from "../storage/redis-script.js";
+
+/** Arguments each write op takes after its key, by op name. */
+const OP_ARITY = { HSET: 2, HDEL: 1, HINCRBY: 2, ZADD: 2, ZREM: 1, SADD: 1, SREM: 1 } as const;
+
+/** A Redis write command the commit script may run. */
+export type CommitOp = keyof typeof OP_ARITY;
+
+/**
+ * Compare-and-set commit for schedule records: applies a list of writes only
+ * if every guarded hash still has the version the caller read, so a rule
+ * computed in TypeScript from that read lands atomically or not at all.
+ *
+ * KEYS[1..n]   the guarded hashes (schedule and fire records); each has a
+ *              `ver` field, absent meaning "0".
+ * KEYS[n+1..]  every other key the writes touch (indexes).
+ * ARGV[1]      n, the number of guarded hashes.
+ * ARGV[2..n+1] the `ver` each guarded hash must still have.
+ * ARGV[n+2..]  the writes, each `op, keyIndex, args...` where op is one of
+ *              HSET (field, value), HDEL (field), HINCRBY (field, by),
+ *              ZADD (score, member), ZREM (member), SADD (member), SREM (member)
+ *              and keyIndex points into KEYS.
+ *
+ * Returns 1 when the writes were applied, 0 when a version differed (nothing
+ * written; the caller re-reads and retries). The op list is checked whole
+ * before anything is written, so a malformed list fails without effect.
+ */
+const COMMIT: RedisScript = {
+  name: "mecatlScheduleCommit",
+  lua: `
+local arity = { HSET = 2, HDEL = 1, HINCRBY = 2, ZADD = 2, ZREM = 1, SADD = 1, SREM = 1 }
+local n = tonumber(ARGV[1])
+local a = n + 2
+while a <= #ARGV do
+  local k = arity[ARGV[a]]
+  if k == nil or KEYS[tonumber(ARGV[a + 1])] == nil or a + 1 + k > #ARGV then
+    return redis.error_reply('mecatlScheduleCommit: malformed op at ARGV[' .. a .. ']')
+  end
+  a = a + 2 + k
+end
+for i = 1, n do
+  if (redis.call('HGET', KEYS[i], 'ver') or '0') ~= ARGV[1 + i] then return 0 end
+end
+a = n + 2
+while a <= #ARGV do
+  local op = ARGV[a]
+  local k = arity[op]
+  redis.call(op, KEYS[tonumber(ARGV[a + 1])], unpack(ARGV, a + 2, a + 1 + k))
+  a = a + 2 + k
+end
+return 1
+`,
+};
+
+/**
+ * Builds one call of the commit script: the guarded hashes with the versions
+ * read, then the writes. Keys are numbered in the order first used.
+ */
+export class CommitPlan {
+  private readonly guards: Array<{ key: string; ver: string }> = [];
+  private readonly others: string[] = [];
+  private readonly ops: string[] = [];
+
+  /** Requires `key`'s `ver` field to still be `ver` ("0" for absent) at commit time. Call before any {@link write}. */
+  guard(key: string, ver: string): this {
+    if (this.ops.length > 0) throw new Error("CommitPlan: guards must come before writes");
+    this.guards.push({ key, ver });
+    return this;
+  }
+
+  private index(key: string): number {
+    const g = this.guards.findIndex((x) => x.key === key);
+    if (g >= 0) return g + 1;
+    let o = this.others.indexOf(key);
+    if (o < 0) o = this.others.push(key) - 1;
+    return this.guards.length + o + 1;
+  }
+
+  /** Adds one write; `args` are the op's arguments after the key (see {@link CommitOp}). */
+  write(op: CommitOp, key: string, ...args: string[]): this {
+    if (args.length !== OP_ARITY[op]) throw new Error(`CommitPlan: ${op} takes ${OP_ARITY[op]} arguments`);
+    this.ops.push(op, String(this.index(key)), ...args);
+    return this;
+  }
+
+  /** True when the plan writes nothing. */
+  get empty(): boolean {
+    return this.ops.length === 0;
+  }
+
+  /**
+   * Runs the script.
+   *
+   * @returns true when committed, false when a guarded version had changed.
+   * @throws the Redis error (connection lost, script error) for INTERNAL.
+   */
+  async commit(redis: Redis): Promise<boolean> {
+    const keys = [...this.guards.map((g) => g.key), ...this.others];
+    const argv = [String(this.guards.length), ...this.guards.map((g) => g.ver), ...this.ops];
+    return (await runScript(redis, COMMIT, keys, argv)) === 1;
+  }
+}

@@ -1,0 +1,152 @@
+import type { Redis } from "ioredis";
+import type { RedisKeys } from "../storage/redis-keys.js";
+import { CommitPlan } from "./redis-commit.js";
+import { applyMutation, dueIndexKey, dueIndexKeyAt, isDue, mutationTargets, type ScheduleMutation } from "./rules.js";
+import { decodeState, encodeState, parseFire, type FireDocument, type ScheduleDocument } from "./schedule.js";
+import type { ScheduleStore, StoreReply } from "./store.js";
+
+/** Commit attempts per mutation before answering `contended`. */
+export const MAX_COMMIT_ATTEMPTS = 64;
+
+const SCHEDULE_FIELDS = ["ver", "spec", "owned", "max_fires", "state"] as const;
+
+type ScheduleFields = Array<string | null>;
+
+function toDocument(name: string, f: ScheduleFields): ScheduleDocument | undefined {
+  const [, spec, owned, maxFires, state] = f;
+  if (spec == null || state == null) return undefined;
+  return { name, specText: spec, placementOwned: owned === "1", maxFires: BigInt(maxFires ?? "0"), state: decodeState(state) };
+}
+
+/** One consistent read of the records a mutation targets, with their commit versions. */
+interface Snapshot {
+  schedule?: ScheduleDocument;
+  scheduleVer: string;
+  fire?: FireDocument;
+  fireVer: string;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/**
+ * ScheduleStore on Redis. Layout (keys in redis-keys.ts): a hash per
+ * schedule (`spec` verbatim, `owned`, `max_fires`, `state`, `ver`), a hash
+ * per fire record (`payload`, `ver`), a set of fire ids per schedule
+ * (ListFires index), a set of all names (List index) and a sorted set of the
+ * schedules that can be due scored by NextFireAt in milliseconds (Due index;
+ * candidates are re-checked to the nanosecond).
+ *
+ * Atomicity is optimistic compare-and-set, because the rules are TypeScript
+ * and cannot run inside Redis: read the schedule and fire hashes with their
+ * `ver` in one MULTI, apply the rule, then run the commit script
+ * (redis-commit.ts), which writes only if both versions are unchanged and
+ * bumps the version of each record it writes. A lost race re-reads and
+ * re-applies; after {@link MAX_COMMIT_ATTEMPTS} the reply is `contended`.
+ * This needs no connection beyond the shared client (no WATCH).
+ *
+ * A fire record is keyed by its own id (LoadFire needs only the id) and is
+ * guarded by its own version, so RecordFire, which finds its schedule through
+ * the record's ScheduleName, touches the schedule and the fire atomically.
+ *
+ * Redis Cluster: the indexes are global keys, so the commit script spans
+ * slots; like the session store, this layout targets a standalone Redis (a
+ * cluster layout would need per-slot indexes).
+ */
+export class RedisScheduleStore implements ScheduleStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: RedisKeys,
+  ) {}
+
+  private async snapshot(scheduleName: string, fireId: string | undefined): Promise<Snapshot> {
+    const tx = this.redis.multi().hmget(this.keys.schedule(scheduleName), ...SCHEDULE_FIELDS);
+    if (fireId !== undefined) tx.hmget(this.keys.scheduleFire(fireId), "ver", "payload");
+    const results = (await tx.exec()) ?? [];
+    const values = results.map(([err, value]) => {
+      if (err) throw err;
+      return value as Array<string | null>;
+    });
+    const [sched, fire] = values as [ScheduleFields, Array<string | null> | undefined];
+    return {
+      schedule: toDocument(scheduleName, sched),
+      scheduleVer: sched[0] ?? "0",
+      fire: fire?.[1] == null ? undefined : parseFire(fire[1]),
+      fireVer: fire?.[0] ?? "0",
+    };
+  }
+
+  /** Adds the writes that store `s` (or delete the schedule `name` when `s` is null) and keep the indexes right. */
+  private planSchedule(plan: CommitPlan, name: string, s: ScheduleDocument | null): void {
+    const key = this.keys.schedule(name);
+    if (s === null) {
+      for (const f of ["spec", "owned", "max_fires", "state"]) plan.write("HDEL", key, f);
+      plan.write("SREM", this.keys.scheduleIndex(), name);
+      plan.write("ZREM", this.keys.scheduleDueIndex(), name);
+    } else {
+      plan.write("HSET", key, "spec", s.specText).write("HSET", key, "owned", s.placementOwned ? "1" : "0");
+      plan.write("HSET", key, "max_fires", s.maxFires.toString()).write("HSET", key, "state", encodeState(s.state));
+      plan.write("SADD", this.keys.scheduleIndex(), name);
+      const due = dueIndexKey(s);
+      if (due === undefined) plan.write("ZREM", this.keys.scheduleDueIndex(), name);
+      else plan.write("ZADD", this.keys.scheduleDueIndex(), due.toString(), name);
+    }
+    plan.write("HINCRBY", key, "ver", "1");
+  }
+
+  /** Adds the writes that store fire `f`, moving it between ListFires sets if its ScheduleName changed. */
+  private planFire(plan: CommitPlan, f: FireDocument, previous: FireDocument | undefined): void {
+    const key = this.keys.scheduleFire(f.id);
+    plan.write("HSET", key, "payload", f.text).write("HINCRBY", key, "ver", "1");
+    plan.write("SADD", this.keys.scheduleFires(f.scheduleName), f.id);
+    if (previous !== undefined && previous.scheduleName !== f.scheduleName) plan.write("SREM", this.keys.scheduleFires(previous.scheduleName), f.id);
+  }
+
+  async mutate(m: ScheduleMutation): Promise<StoreReply> {
+    const { scheduleName, fireId } = mutationTargets(m);
+    for (let attempt = 1; attempt <= MAX_COMMIT_ATTEMPTS; attempt++) {
+      const snap = await this.snapshot(scheduleName, fireId);
+      const t = applyMutation(m, snap.schedule, snap.fire);
+      const plan = new CommitPlan().guard(this.keys.schedule(scheduleName), snap.scheduleVer);
+      if (fireId !== undefined) plan.guard(this.keys.scheduleFire(fireId), snap.fireVer);
+      if (t.schedule !== undefined) this.planSchedule(plan, scheduleName, t.schedule);
+      if (t.fire !== undefined) this.planFire(plan, t.fire, snap.fire);
+      if (plan.empty || (await plan.commit(this.redis))) return t.reply;
+      // Lost a race: back off a little once it keeps happening, then re-read.
+      if (attempt > 2) await sleep(Math.random() * Math.min(2 ** attempt, 20));
+    }
+    return { ok: false, error: "contended" };
+  }
+
+  async load(name: string): Promise<ScheduleDocument | undefined> {
+    return toDocument(name, await this.redis.hmget(this.keys.schedule(name), ...SCHEDULE_FIELDS));
+  }
+
+  private async loadMany(names: string[]): Promise<ScheduleDocument[]> {
+    const docs = await Promise.all(names.map((n) => this.load(n)));
+    return docs.filter((d): d is ScheduleDocument => d !== undefined);
+  }
+
+  async list(): Promise<ScheduleDocument[]> {
+    return this.loadMany(await this.redis.smembers(this.keys.scheduleIndex()));
+  }
+
+  async due(now: bigint): Promise<ScheduleDocument[]> {
+    const names = await this.redis.zrangebyscore(this.keys.scheduleDueIndex(), "-inf", dueIndexKeyAt(now).toString());
+    return (await this.loadMany(names)).filter((s) => isDue(s, now));
+  }
+
+  async loadFire(fireId: string): Promise<string | undefined> {
+    return (await this.redis.hget(this.keys.scheduleFire(fireId), "payload")) ?? undefined;
+  }
+
+  async listFires(scheduleName: string): Promise<string[] | undefined> {
+    const results = (await this.redis.multi().hexists(this.keys.schedule(scheduleName), "spec").smembers(this.keys.scheduleFires(scheduleName)).exec()) ?? [];
+    for (const [err] of results) if (err) throw err;
+    if (results[0]?.[1] !== 1) return undefined;
+    // A record can move to another schedule between the two reads; keep only this schedule's.
+    const payloads = await Promise.all((results[1]![1] as string[]).map((id) => this.loadFire(id)));
+    return payloads.filter((p): p is string => p !== undefined && parseFire(p).scheduleName === scheduleName);
+  }
+}

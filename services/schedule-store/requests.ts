@@ -1,0 +1,110 @@
+/**
+ * Request checks of the schedule services (wire-contract.md section 5.5 and
+ * the validation tables of section 8.14). Every check runs before storage is
+ * touched and fails with INVALID_ARGUMENT naming the field (DESIGN.md
+ * principle 6).
+ */
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import type { ScheduleFireRecord, ScheduleRecord } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
+import { invalidArgument } from "../rpc/errors.js";
+import { timestampToNanos } from "../rpc/timestamp.js";
+import { requireFormat, requireNonBlank, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
+import { ZERO_TIME_NANOS } from "./rfc3339.js";
+import {
+  parseFire,
+  parseSchedule,
+  payloadText,
+  ScheduleJsonError,
+  SCHEDULE_FORMAT_OWNED,
+  SCHEDULE_FORMAT_V1,
+  type FireDocument,
+  type ScheduleDocument,
+} from "./schedule.js";
+
+/** Longest accepted schedule name, fire id or deletion id, in UTF-8 bytes (DESIGN.md principle 5). */
+export const MAX_ID_BYTES = 16 * 1024;
+
+/** Earliest and latest `Timestamp.seconds` protobuf allows: 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z. */
+const MIN_SECONDS = -62_135_596_800n;
+const MAX_SECONDS = 253_402_300_799n;
+
+/**
+ * Checks a schedule name, fire id or deletion id: non-blank and at most
+ * {@link MAX_ID_BYTES}.
+ *
+ * @throws ConnectError INVALID_ARGUMENT naming `field`.
+ */
+export function requireId(field: string, value: string): string {
+  requireNonBlank(field, value);
+  if (Buffer.byteLength(value, "utf8") > MAX_ID_BYTES) throw invalidArgument(field, `longer than ${MAX_ID_BYTES} bytes`);
+  return value;
+}
+
+/**
+ * Converts a Timestamp to nanoseconds since the Unix epoch after checking it
+ * is a valid protobuf Timestamp (years 0001-9999, nanos 0-999999999).
+ *
+ * @throws ConnectError INVALID_ARGUMENT naming `field`.
+ */
+export function timestampNanos(field: string, ts: Timestamp): bigint {
+  if (ts.seconds < MIN_SECONDS || ts.seconds > MAX_SECONDS) throw invalidArgument(field, "is outside years 0001-9999");
+  if (!Number.isInteger(ts.nanos) || ts.nanos < 0 || ts.nanos > 999_999_999) throw invalidArgument(field, "nanos must be in 0..999999999");
+  return timestampToNanos(ts);
+}
+
+/** A required Timestamp field, in nanoseconds. @throws ConnectError INVALID_ARGUMENT when absent or invalid. */
+export function requireTime(field: string, ts: Timestamp | undefined): bigint {
+  return timestampNanos(field, requirePresent(field, ts));
+}
+
+/** An optional Timestamp field in nanoseconds; absent is the zero time ("no next fire", section 5.5). */
+export function optionalTime(field: string, ts: Timestamp | undefined): bigint {
+  return ts === undefined ? ZERO_TIME_NANOS : timestampNanos(field, ts);
+}
+
+/** Runs a payload decoder, turning its ScheduleJsonError into INVALID_ARGUMENT on `field`. */
+function decodePayload<T>(field: string, payload: Uint8Array, decode: (text: string) => T): T {
+  try {
+    return decode(payloadText(payload));
+  } catch (err) {
+    if (err instanceof ScheduleJsonError) throw invalidArgument(field, err.message);
+    throw err;
+  }
+}
+
+/**
+ * SaveSchedule's checks, in the reference order: the envelope (present,
+ * known format, non-empty payload), the JSON (decodable, format tag agreeing
+ * with `Spec.PlacementOwned`), then `Spec.Name` equal to `name`.
+ *
+ * @param name the already-checked request name.
+ * @throws ConnectError INVALID_ARGUMENT naming the field.
+ */
+export function validScheduleRecord(name: string, rec: ScheduleRecord | undefined): ScheduleDocument {
+  const record = requirePresent("schedule", rec);
+  requireFormat("schedule.format", record.format, [SCHEDULE_FORMAT_V1, SCHEDULE_FORMAT_OWNED]);
+  requireNonEmptyBytes("schedule.payload", record.payload);
+  const doc = decodePayload("schedule.payload", record.payload, parseSchedule);
+  if ((record.format === SCHEDULE_FORMAT_OWNED) !== doc.placementOwned) {
+    throw invalidArgument("schedule.format", `${JSON.stringify(record.format)} does not match Spec.PlacementOwned=${doc.placementOwned}`);
+  }
+  if (doc.name !== name) throw invalidArgument("name", `${JSON.stringify(name)} does not match the payload's Spec.Name ${JSON.stringify(doc.name)}`);
+  return doc;
+}
+
+/**
+ * RecordFire's and RecordFireStart's envelope checks: present, format
+ * `schedule-json/1`, non-empty, decodable, and the payload's `ID` equal to
+ * `fireId`.
+ *
+ * @param fireId the already-checked request fire id.
+ * @throws ConnectError INVALID_ARGUMENT naming the field.
+ */
+export function validFireRecord(fireId: string, rec: ScheduleFireRecord | undefined): FireDocument {
+  const record = requirePresent("fire", rec);
+  requireFormat("fire.format", record.format, [SCHEDULE_FORMAT_V1]);
+  requireNonEmptyBytes("fire.payload", record.payload);
+  const doc = decodePayload("fire.payload", record.payload, parseFire);
+  if (doc.id !== fireId) throw invalidArgument("fire_id", `${JSON.stringify(fireId)} does not match the payload's ID ${JSON.stringify(doc.id)}`);
+  return doc;
+}

@@ -1,0 +1,130 @@
+import type Database from "better-sqlite3";
+import { readOp, writeOp, type Migration } from "../storage/sqlite-op.js";
+import { applyMutation, dueIndexKey, dueIndexKeyAt, isDue, mutationTargets, type MutationReply, type ScheduleMutation } from "./rules.js";
+import { decodeState, encodeState, parseFire, type FireDocument, type ScheduleDocument } from "./schedule.js";
+
+/**
+ * Schema of the schedule store on SQLite (wire-contract.md section 5).
+ *
+ * `schedules`: one row per schedule; `spec` is the Spec text as received,
+ * `state` the State as encoded by schedule.ts, `max_fires` and
+ * `placement_owned` the Spec facts the rules read. `due_ms` is the Due index
+ * key (rules.ts `dueIndexKey`: NextFireAt in whole milliseconds, NULL when
+ * the schedule cannot be due), indexed partially so DueSchedules reads only
+ * the candidate rows.
+ *
+ * `schedule_fires`: one row per fire id, `payload` the record text as
+ * received (or with ProgressAt advanced); indexed by `schedule_name` (the
+ * record's ScheduleName) for ListFires.
+ */
+export const scheduleStoreMigrations: readonly Migration[] = [
+  {
+    component: "schedule-store",
+    version: 1,
+    sql: `CREATE TABLE schedules (
+            name            TEXT    NOT NULL PRIMARY KEY,
+            spec            TEXT    NOT NULL,
+            placement_owned INTEGER NOT NULL,
+            max_fires       INTEGER NOT NULL,
+            state           TEXT    NOT NULL,
+            due_ms          INTEGER
+          ) STRICT;
+          CREATE INDEX schedules_due ON schedules (due_ms) WHERE due_ms IS NOT NULL;
+          CREATE TABLE schedule_fires (
+            fire_id       TEXT NOT NULL PRIMARY KEY,
+            schedule_name TEXT NOT NULL,
+            payload       TEXT NOT NULL
+          ) STRICT;
+          CREATE INDEX schedule_fires_by_schedule ON schedule_fires (schedule_name);`,
+  },
+];
+
+const statements = new WeakMap<Database.Database, Map<string, Database.Statement>>();
+
+/** A prepared statement, cached per connection, returning integers as bigints. */
+function stmt(db: Database.Database, sql: string): Database.Statement {
+  let cache = statements.get(db);
+  if (cache === undefined) statements.set(db, (cache = new Map()));
+  let s = cache.get(sql);
+  if (s === undefined) {
+    s = db.prepare(sql);
+    if (s.reader) s.safeIntegers(true);
+    cache.set(sql, s);
+  }
+  return s;
+}
+
+interface ScheduleRow {
+  name: string;
+  spec: string;
+  placement_owned: bigint;
+  max_fires: bigint;
+  state: string;
+}
+
+const COLUMNS = "name, spec, placement_owned, max_fires, state";
+
+function toDocument(row: ScheduleRow): ScheduleDocument {
+  return { name: row.name, specText: row.spec, placementOwned: row.placement_owned === 1n, maxFires: row.max_fires, state: decodeState(row.state) };
+}
+
+function readSchedule(db: Database.Database, name: string): ScheduleDocument | undefined {
+  const row = stmt(db, `SELECT ${COLUMNS} FROM schedules WHERE name = ?`).get(name) as ScheduleRow | undefined;
+  return row === undefined ? undefined : toDocument(row);
+}
+
+function readFire(db: Database.Database, fireId: string): FireDocument | undefined {
+  const row = stmt(db, `SELECT payload FROM schedule_fires WHERE fire_id = ?`).get(fireId) as { payload: string } | undefined;
+  return row === undefined ? undefined : parseFire(row.payload);
+}
+
+function writeSchedule(db: Database.Database, s: ScheduleDocument): void {
+  stmt(
+    db,
+    `INSERT INTO schedules (name, spec, placement_owned, max_fires, state, due_ms) VALUES (?, ?, ?, ?, ?, ?)
+     ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, placement_owned = excluded.placement_owned,
+       max_fires = excluded.max_fires, state = excluded.state, due_ms = excluded.due_ms`,
+  ).run(s.name, s.specText, s.placementOwned ? 1 : 0, s.maxFires, encodeState(s.state), dueIndexKey(s) ?? null);
+}
+
+function writeFire(db: Database.Database, f: FireDocument): void {
+  stmt(
+    db,
+    `INSERT INTO schedule_fires (fire_id, schedule_name, payload) VALUES (?, ?, ?)
+     ON CONFLICT (fire_id) DO UPDATE SET schedule_name = excluded.schedule_name, payload = excluded.payload`,
+  ).run(f.id, f.scheduleName, f.text);
+}
+
+/** The schedule store's operations on the SQLite worker (wire-contract.md section 5.5). */
+export const scheduleStoreOps = {
+  /**
+   * Reads the targeted schedule and fire, applies the rule, and writes the
+   * result, all inside the worker's write transaction: atomic and durable
+   * before the reply.
+   */
+  "schedule.mutate": writeOp((db, m: ScheduleMutation): MutationReply => {
+    const { scheduleName, fireId } = mutationTargets(m);
+    const t = applyMutation(m, readSchedule(db, scheduleName), fireId === undefined ? undefined : readFire(db, fireId));
+    if (t.schedule === null) stmt(db, `DELETE FROM schedules WHERE name = ?`).run(scheduleName);
+    else if (t.schedule !== undefined) writeSchedule(db, t.schedule);
+    if (t.fire !== undefined) writeFire(db, t.fire);
+    return t.reply;
+  }),
+  "schedule.load": readOp((db, a: { name: string }) => readSchedule(db, a.name)),
+  "schedule.list": readOp((db, _a: Record<string, never>): ScheduleDocument[] =>
+    (stmt(db, `SELECT ${COLUMNS} FROM schedules`).all() as ScheduleRow[]).map(toDocument),
+  ),
+  /** Due candidates through the partial index on `due_ms`, then the exact nanosecond check. */
+  "schedule.due": readOp((db, a: { now: bigint }): ScheduleDocument[] =>
+    (stmt(db, `SELECT ${COLUMNS} FROM schedules WHERE due_ms <= ?`).all(dueIndexKeyAt(a.now)) as ScheduleRow[])
+      .map(toDocument)
+      .filter((s) => isDue(s, a.now)),
+  ),
+  "schedule.loadFire": readOp((db, a: { fireId: string }): string | undefined =>
+    (stmt(db, `SELECT payload FROM schedule_fires WHERE fire_id = ?`).get(a.fireId) as { payload: string } | undefined)?.payload,
+  ),
+  "schedule.listFires": readOp((db, a: { scheduleName: string }): string[] | undefined => {
+    if (stmt(db, `SELECT 1 FROM schedules WHERE name = ?`).get(a.scheduleName) === undefined) return undefined;
+    return (stmt(db, `SELECT payload FROM schedule_fires WHERE schedule_name = ?`).all(a.scheduleName) as Array<{ payload: string }>).map((r) => r.payload);
+  }),
+};

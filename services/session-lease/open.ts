@@ -1,0 +1,14 @@
+import type { Backend } from "../storage/backend.js";
+import { RedisSessionLeaseStore } from "./redis.js";
+import { SqliteSessionLeaseStore } from "./sqlite.js";
+import { ttlMicros, type SessionLeaseStore } from "./store.js";
+
+/**
+ * Picks the SessionLeaseStore implementation for the process's backend.
+ *
+ * @param ttlMs lease lifetime in milliseconds (`--lease-ttl`).
+ */
+export function openSessionLeaseStore(backend: Backend, ttlMs: number): SessionLeaseStore {
+  const ttlUs = ttlMicros(ttlMs);
+  return backend.kind === "sqlite" ? new SqliteSessionLeaseStore(backend.db, ttlUs) : new RedisSessionLeaseStore(backend.redis, backend.keys, ttlUs);
+}

@@ -1,0 +1,68 @@
+import type { Redis } from "ioredis";
+import type { RedisKeys } from "../storage/redis-keys.js";
+import { runScript } from "../storage/redis-script.js";
+import { LEASE_SCRIPT } from "./lease-lua.js";
+import type { AcquireResult, LeaseLossReason, ReleaseResult, RenewResult } from "./rules.js";
+import type { SessionLeaseStore } from "./store.js";
+
+type LeaseReply = [outcome: string, why: string, token: string, expiryUs: string];
+
+/**
+ * Turns the script's reply into a rule result; `owner` is the caller's (a
+ * granted hold is always the caller's).
+ *
+ * @throws Error for a reply the script never produces (a different script
+ *   version under the same name, for instance); the service answers INTERNAL.
+ */
+function parseReply(reply: unknown, owner: string): AcquireResult | RenewResult | ReleaseResult {
+  const [outcome, why, token, expiryUs] = reply as LeaseReply;
+  switch (outcome) {
+    case "granted":
+      return { outcome, hold: { owner, token: BigInt(token), expiryUs: BigInt(expiryUs) } };
+    case "lost":
+      return { outcome, why: why as LeaseLossReason };
+    case "held":
+    case "exhausted":
+    case "released":
+    case "not-held":
+      return { outcome };
+    default:
+      throw new Error(`unexpected reply from the Redis lease script: ${JSON.stringify(reply)}`);
+  }
+}
+
+/**
+ * SessionLeaseStore on Redis: one hash per session id (hash-tagged, beside
+ * the session's other keys) holding the current hold and the token
+ * high-water mark. Every call is one run of {@link LEASE_SCRIPT}, which reads
+ * the Redis server's clock with `TIME` and applies the Lua transcription of
+ * rules.ts atomically, so every driver replica judges expiry by one clock.
+ */
+export class RedisSessionLeaseStore implements SessionLeaseStore {
+  private readonly ttlArg: string;
+
+  /** @param ttlUs lease lifetime in microseconds. */
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: RedisKeys,
+    ttlUs: bigint,
+  ) {
+    this.ttlArg = ttlUs.toString();
+  }
+
+  private async run(op: "acquire" | "renew" | "release", sessionId: string, owner: string, token: bigint) {
+    return parseReply(await runScript(this.redis, LEASE_SCRIPT, [this.keys.lease(sessionId)], [op, this.ttlArg, owner, token.toString()]), owner);
+  }
+
+  acquire(sessionId: string, owner: string): Promise<AcquireResult> {
+    return this.run("acquire", sessionId, owner, 0n) as Promise<AcquireResult>;
+  }
+
+  renew(sessionId: string, owner: string, token: bigint): Promise<RenewResult> {
+    return this.run("renew", sessionId, owner, token) as Promise<RenewResult>;
+  }
+
+  release(sessionId: string, owner: string, token: bigint): Promise<ReleaseResult> {
+    return this.run("release", sessionId, owner, token) as Promise<ReleaseResult>;
+  }
+}
