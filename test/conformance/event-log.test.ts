@@ -108,6 +108,33 @@ describe.each(allBackends())("EventLogService on $name", (backend: TestBackend) 
       for (const id of ids) expect((await readBodies(client, id)).map((b) => b.seq)).toEqual(seqs);
     });
 
+    test("a log deleted and recreated under a streaming Read or ReadAfter ends the stream, never mixing logs", async () => {
+      // 150 × 64 KiB is far more than the server can buffer ahead of a client that stops reading,
+      // so the delete lands while most pages are still unread.
+      const filler = "d".repeat(64 * 1024);
+      for (const [mode, code, reason] of [
+        ["read", Code.Aborted, undefined],
+        ["readAfter", Code.FailedPrecondition, "cursor_expired"],
+      ] as const) {
+        const id = `el-replaced-${mode}`;
+        for (let seq = 0; seq < 150; seq++) await client.append({ sessionId: id, event: ev({ seq, text: filler }) });
+        const it = (mode === "read" ? client.read({ sessionId: id }) : client.readAfter({ sessionId: id }))[Symbol.asyncIterator]();
+        const seqs = [body((await it.next()).value!.event?.payload).seq];
+        await reset(id);
+        await appendSeqs(client, id, [1000]);
+        let failure: unknown;
+        try {
+          for (let r = await it.next(); r.done !== true; r = await it.next()) seqs.push(body(r.value.event?.payload).seq);
+        } catch (err) {
+          failure = err;
+        }
+        const err = await expectCode(Promise.reject(failure), code);
+        if (reason !== undefined) expect(errorInfo(err)?.reason).toBe(reason);
+        expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, k) => k));
+        expect(seqs.length).toBeLessThan(150);
+      }
+    });
+
     test("payload bytes are stored verbatim (whitespace, key order, escapes)", async () => {
       const text = ' {"seq" : 1,\n "b":"\\u00e9\u00e9", "a" : [ ] } ';
       const payload = new TextEncoder().encode(text);
