@@ -4,7 +4,8 @@ import { sharedBackends, type TestBackend } from "../helpers/backends.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { waitFor } from "../helpers/wait.js";
-import { body, decodeEnvelope, ev, readAfterAll } from "../helpers/event-log.js";
+import { spawnRedis, type SpawnedRedis } from "../helpers/redis-server.js";
+import { appendSeqs, body, decodeEnvelope, ev, parkedFollow, readAfterAll } from "../helpers/event-log.js";
 
 const CLIENTS = 16;
 /** Clients 0..11 append to their own session; clients 12..15 share one. */
@@ -72,5 +73,41 @@ describe.each(sharedBackends())("EventLogService after SIGKILL on $name", (backe
     const tail = logs.get("crash-0")!;
     const { cursor } = await client.append({ sessionId: "crash-0", event: ev({ client: 0, seq: -1 }) });
     expect(decodeEnvelope(cursor)).toMatchObject({ g: decodeEnvelope(tail[0]!.cursor).g, p: String(tail.length + 1) });
+  });
+});
+
+describe("EventLogService follow across a Redis restart", () => {
+  let redis: SpawnedRedis | undefined;
+  let server: ServerProcess | undefined;
+  afterAll(async () => {
+    await server?.stop();
+    await redis?.stop();
+  });
+
+  test("a parked follower keeps its stream through a Redis restart and receives the next append", async () => {
+    redis = await spawnRedis();
+    server = await startServer(["event-log", "--store", redis.url]);
+    const client = grpcClient(EventLogService, server.address);
+    const [cursor] = await appendSeqs(client, "restart", [0]);
+    const { stream, outcome } = await parkedFollow(client, "restart", cursor);
+    await redis.kill();
+    await redis.restart();
+    // Appends fail until the server's connection is back; then the first one that succeeds must reach the follower.
+    let appended: string | undefined;
+    await waitFor(
+      async () => {
+        appended = await client.append({ sessionId: "restart", event: ev({ seq: 1 }) }).then(
+          (r) => r.cursor,
+          () => undefined,
+        );
+        return appended !== undefined;
+      },
+      30_000,
+      "an append to succeed after the Redis restart",
+    );
+    const got = await outcome;
+    expect(got.cursor).toBe(appended);
+    expect(got.live).toBe(true);
+    await stream.cancel();
   });
 });
