@@ -6,6 +6,9 @@ import type { Metrics } from "./metrics.js";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { sessionStoreService } from "../session-store/service.js";
 import { openSessionStore } from "../session-store/open.js";
+import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
+import { eventLogService } from "../event-log/service.js";
+import { openEventLog } from "../event-log/open.js";
 import { SessionLeaseService } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
 import { sessionLeaseService } from "../session-lease/service.js";
 import { openSessionLeaseStore } from "../session-lease/open.js";
@@ -57,6 +60,13 @@ export const SERVICE_MODULES: readonly ServiceModule[] = [
   {
     name: "session-store",
     mount: (ctx) => [{ desc: SessionStoreService, impl: sessionStoreService(openSessionStore(ctx.backend)) }],
+  },
+  {
+    name: "event-log",
+    mount: (ctx) => {
+      const { store, hub } = openEventLog(ctx.backend, ctx.settings, ctx.metrics.followers);
+      return [{ desc: EventLogService, impl: eventLogService(store, hub) }];
+    },
   },
   {
     name: "session-lease",

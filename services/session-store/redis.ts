@@ -23,15 +23,16 @@ return 1
 };
 
 /**
- * Deletes a session and all of its records.
+ * Deletes a session and all of its records, then tells whoever listens.
  * KEYS[1] session index, KEYS[2..] every key of the session.
- * ARGV[1] session id.
+ * ARGV[1] session id, ARGV[2..] channels to PUBLISH an empty message on.
  */
 const DELETE: RedisScript = {
   name: "mecatlSessionDelete",
   lua: `
 redis.call('ZREM', KEYS[1], ARGV[1])
 for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
+for i = 2, #ARGV do redis.call('PUBLISH', ARGV[i], '') end
 return 1
 `,
 };
@@ -76,6 +77,6 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async delete(sessionId: string): Promise<void> {
-    await runScript(this.redis, DELETE, [this.keys.sessionIndex(), ...this.keys.sessionData(sessionId)], [sessionId]);
+    await runScript(this.redis, DELETE, [this.keys.sessionIndex(), ...this.keys.sessionData(sessionId)], [sessionId, ...this.keys.sessionDeleteChannels(sessionId)]);
   }
 }

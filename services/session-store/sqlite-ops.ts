@@ -1,4 +1,4 @@
-import { readOp, writeOp, type Migration } from "../storage/sqlite-op.js";
+import { readOp, writeOp, type Migration, type OpContext } from "../storage/sqlite-op.js";
 import type { StoredSessionInfo, StoredSnapshot } from "./store.js";
 
 /** Schema of the session store on SQLite: one row per session. */
@@ -25,9 +25,10 @@ function saveMicros(): number {
 
 /**
  * Hooks run inside the session-delete transaction to remove the rest of a
- * session's records (the event log adds its own), so deletion is atomic.
+ * session's records (the event log adds its own), so deletion is atomic. A
+ * hook may report its change through `ctx` (delivered after commit).
  */
-export const sessionDeleteHooks: Array<(db: import("better-sqlite3").Database, sessionId: string) => void> = [];
+export const sessionDeleteHooks: Array<(db: import("better-sqlite3").Database, sessionId: string, ctx: OpContext) => void> = [];
 
 /** The session store's operations on the SQLite worker (wire-contract.md section 2.5). */
 export const sessionStoreOps = {
@@ -53,8 +54,8 @@ export const sessionStoreOps = {
       .all()
       .map((r) => ({ sessionId: r.session_id, modifiedAtMicros: r.modified_us })),
   ),
-  "session.delete": writeOp((db, a: { sessionId: string }) => {
+  "session.delete": writeOp((db, a: { sessionId: string }, ctx) => {
     db.prepare(`DELETE FROM sessions WHERE session_id = ?`).run(a.sessionId);
-    for (const hook of sessionDeleteHooks) hook(db, a.sessionId);
+    for (const hook of sessionDeleteHooks) hook(db, a.sessionId, ctx);
   }),
 };

@@ -40,12 +40,39 @@ export class RedisKeys {
   }
 
   /**
+   * Hash holding one session's event-log header: `gen` (the generation, 16
+   * hex characters) and `n` (the number of records, the last position).
+   */
+  eventLogMeta(sessionId: string): string {
+    return `${this.base}session:{${sessionId}}:events:meta`;
+  }
+
+  /** Stream holding one session's event-log records, entry id `0-<position>`. */
+  eventLog(sessionId: string): string {
+    return `${this.base}session:{${sessionId}}:events`;
+  }
+
+  /**
+   * Pub/Sub channel on which changes of one session's event log are
+   * announced: `<generation>:<length>` after an append, empty when the
+   * session was deleted. A wake-up hint only; followers re-read the log.
+   */
+  eventLogChannel(sessionId: string): string {
+    return `${this.base}session:{${sessionId}}:events:changed`;
+  }
+
+  /**
    * Every key that holds data of one session, deleted together when the
    * session is deleted (the event log travels with its session, DESIGN.md
    * "Event log").
    */
   sessionData(sessionId: string): string[] {
-    return [this.snapshot(sessionId)];
+    return [this.snapshot(sessionId), this.eventLogMeta(sessionId), this.eventLog(sessionId)];
+  }
+
+  /** Channels told (with an empty message) when the session is deleted, so followers elsewhere notice. */
+  sessionDeleteChannels(sessionId: string): string[] {
+    return [this.eventLogChannel(sessionId)];
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { Migration, OpTable } from "./sqlite-op.js";
 import { sessionStoreOps, sessionStoreMigrations } from "../session-store/sqlite-ops.js";
+import { eventLogOps, eventLogMigrations } from "../event-log/sqlite-ops.js";
 import { sessionLeaseOps, sessionLeaseMigrations } from "../session-lease/sqlite-ops.js";
 import { scheduleStoreOps, scheduleStoreMigrations } from "../schedule-store/sqlite-ops.js";
 
@@ -10,6 +11,7 @@ import { scheduleStoreOps, scheduleStoreMigrations } from "../schedule-store/sql
  */
 export const sqliteOps = {
   ...sessionStoreOps,
+  ...eventLogOps,
   ...sessionLeaseOps,
   ...scheduleStoreOps,
 } satisfies OpTable;
@@ -18,4 +20,4 @@ export const sqliteOps = {
 export type SqliteOps = typeof sqliteOps;
 
 /** Every schema migration, applied at open in (component, version) order. */
-export const sqliteMigrations: readonly Migration[] = [...sessionStoreMigrations, ...sessionLeaseMigrations, ...scheduleStoreMigrations];
+export const sqliteMigrations: readonly Migration[] = [...sessionStoreMigrations, ...eventLogMigrations, ...sessionLeaseMigrations, ...scheduleStoreMigrations];

@@ -1,0 +1,102 @@
+import type { Redis } from "ioredis";
+import type { RedisKeys } from "../storage/redis-keys.js";
+import type { ChangeFeed, ChangeHint } from "./store.js";
+
+interface Watch {
+  sessionId: string;
+  refs: number;
+  subscribed: Promise<unknown>;
+}
+
+/**
+ * The Redis change feed: ONE subscriber connection per process, opened when
+ * the first follower arrives, whatever the number of followers. Every append
+ * script PUBLISHes `<generation>:<length>` on the session's change channel and
+ * the session delete script publishes an empty message; this connection
+ * SUBSCRIBEs to the channels of the sessions followed in this process (one
+ * subscription per session, shared by its followers) and unsubscribes when
+ * the last follower leaves.
+ *
+ * Why Pub/Sub rather than blocking XREADs: an XREAD BLOCK occupies its
+ * connection, so serving many followers would need one connection per
+ * follower (forbidden) or a loop that re-issues one XREAD over every followed
+ * stream on each wake-up. Pub/Sub costs one connection and nothing while idle.
+ * It is lossy across a reconnect, so the log stays the source of truth:
+ * messages are only wake-up hints, followers re-read the stream through the
+ * shared command connection, and after the subscriber reconnects every
+ * follower is woken to re-check.
+ */
+export class RedisChangeFeed implements ChangeFeed {
+  private sub: Redis | undefined;
+  private readonly watches = new Map<string, Watch>();
+  private change: (sessionId: string, hint: ChangeHint) => void = () => undefined;
+  private changeAll: () => void = () => undefined;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: RedisKeys,
+  ) {}
+
+  listen(change: (sessionId: string, hint: ChangeHint) => void, changeAll: () => void): void {
+    this.change = change;
+    this.changeAll = changeAll;
+  }
+
+  async watch(sessionId: string): Promise<void> {
+    const channel = this.keys.eventLogChannel(sessionId);
+    let w = this.watches.get(channel);
+    if (w === undefined) {
+      w = { sessionId, refs: 0, subscribed: this.subscriber().subscribe(channel) };
+      this.watches.set(channel, w);
+    }
+    w.refs++;
+    try {
+      await w.subscribed;
+    } catch (err) {
+      this.unwatch(sessionId);
+      throw err;
+    }
+  }
+
+  unwatch(sessionId: string): void {
+    const channel = this.keys.eventLogChannel(sessionId);
+    const w = this.watches.get(channel);
+    if (w === undefined || --w.refs > 0) return;
+    this.watches.delete(channel);
+    this.sub?.unsubscribe(channel).catch(() => undefined);
+  }
+
+  private subscriber(): Redis {
+    if (this.sub !== undefined) return this.sub;
+    const sub = this.redis.duplicate({ enableAutoPipelining: false });
+    sub.on("error", () => undefined); // reconnects are handled below; health watches the main connection
+    sub.on("message", (channel: string, message: string) => {
+      const w = this.watches.get(channel);
+      if (w !== undefined) this.change(w.sessionId, parseHint(message));
+    });
+    let readies = 0;
+    sub.on("ready", () => {
+      if (readies++ === 0) return;
+      // ioredis re-subscribes right after this event; a PING queued behind
+      // those SUBSCRIBEs answers once they are in force, and only then can a
+      // re-read be sure not to miss a message that was lost while down.
+      setImmediate(() => {
+        sub.ping().then(
+          () => this.changeAll(),
+          () => undefined,
+        );
+      });
+    });
+    this.sub = sub;
+    return sub;
+  }
+}
+
+/** Parses `<generation>:<length>`; empty means the session was deleted; anything else is a bare wake-up. */
+function parseHint(message: string): ChangeHint {
+  if (message === "") return { generation: null, length: 0 };
+  const at = message.indexOf(":");
+  const length = Number(message.slice(at + 1));
+  if (at < 0 || !Number.isSafeInteger(length)) return undefined;
+  return { generation: message.slice(0, at), length };
+}

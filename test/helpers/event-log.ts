@@ -1,0 +1,128 @@
+import { ConnectError, type Client } from "@connectrpc/connect";
+import { expect } from "vitest";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { EventLogService, type ReadAfterRequestSchema, type ReadAfterResponse } from "../../gen/mecatl/driver/v1/event_log_pb.js";
+import { errorInfo, expectCode } from "./errors.js";
+import type { Code } from "@connectrpc/connect";
+
+/** The event format the harness writes (wire-contract.md section 3.3). */
+export const EVENT_FORMAT = "eventlog-json/1";
+
+export type EventLogClient = Client<typeof EventLogService>;
+
+/** A ReadAfter request as the typed client takes it (any field may be left out). */
+export type ReadAfterInit = MessageInitShape<typeof ReadAfterRequestSchema>;
+
+/** A LoggedEvent whose payload is the JSON of `body`. */
+export function ev(body: Record<string, unknown>) {
+  return { format: EVENT_FORMAT, payload: new TextEncoder().encode(JSON.stringify(body)) };
+}
+
+/** Parses an event payload back to its JSON body. */
+export function body(payload: Uint8Array | undefined): Record<string, unknown> {
+  return JSON.parse(new TextDecoder().decode(payload)) as Record<string, unknown>;
+}
+
+/** Appends `{seq, text}` events in order and returns their cursors. */
+export async function appendSeqs(client: EventLogClient, sessionId: string, seqs: number[], text = ""): Promise<string[]> {
+  const cursors: string[] = [];
+  for (const seq of seqs) cursors.push((await client.append({ sessionId, event: ev({ seq, text }) })).cursor);
+  return cursors;
+}
+
+/** Drains a ReadAfter call (no follow) into an array. */
+export async function readAfterAll(client: EventLogClient, req: ReadAfterInit): Promise<ReadAfterResponse[]> {
+  const out: ReadAfterResponse[] = [];
+  for await (const r of client.readAfter(req)) out.push(r);
+  return out;
+}
+
+/** Drains a legacy Read into the parsed event bodies. */
+export async function readBodies(client: EventLogClient, sessionId: string): Promise<Array<Record<string, unknown>>> {
+  const out: Array<Record<string, unknown>> = [];
+  for await (const r of client.read({ sessionId })) out.push(body(r.event?.payload));
+  return out;
+}
+
+/** The `seq` of each response's event (gaps give undefined). */
+export function seqsOf(rs: ReadAfterResponse[]): Array<number | undefined> {
+  return rs.map((r) => (r.kind === "event" ? (body(r.event?.payload).seq as number) : undefined));
+}
+
+/**
+ * Expects `promise` to reject with `code` and a `google.rpc.ErrorInfo` of
+ * `reason` in domain `mecatl.stacklok.com` (wire-contract.md section 3.7).
+ */
+export async function expectReason(promise: Promise<unknown>, code: Code, reason: string): Promise<ConnectError> {
+  const err = await expectCode(promise, code);
+  expect(errorInfo(err)).toEqual({ reason, domain: "mecatl.stacklok.com" });
+  return err;
+}
+
+/**
+ * An open ReadAfter follow stream read one record at a time. `next()` resolves
+ * with the next response, or rejects with the stream's error; `done()`
+ * resolves true once the stream ended cleanly. `cancel()` aborts the call.
+ */
+export interface FollowStream {
+  next(): Promise<ReadAfterResponse>;
+  /** Resolves to true when the stream ends without another record. */
+  ended(): Promise<boolean>;
+  /** Aborts the call; resolves with the error the client saw for it (CANCELED), if any. */
+  cancel(): Promise<unknown>;
+}
+
+/** Opens a follow (or any) ReadAfter call as a {@link FollowStream}. */
+export function openFollow(client: EventLogClient, req: ReadAfterInit): FollowStream {
+  const abort = new AbortController();
+  const it = client.readAfter({ follow: true, ...req }, { signal: abort.signal })[Symbol.asyncIterator]();
+  return {
+    async next() {
+      const r = await it.next();
+      if (r.done === true) throw new Error("the follow stream ended while a record was expected");
+      return r.value;
+    },
+    async ended() {
+      const r = await it.next();
+      return r.done === true;
+    },
+    cancel() {
+      abort.abort();
+      // Consume the cancellation so that an unread stream does not leave an unhandled rejection.
+      return it.next().then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+    },
+  };
+}
+
+/**
+ * Opens a follow from `cursor` (or the beginning) and waits a moment so the
+ * server has drained and parked it; returns the stream and its pending next
+ * outcome (already guarded against an unhandled rejection).
+ */
+export async function parkedFollow(client: EventLogClient, sessionId: string, cursor = ""): Promise<{ stream: FollowStream; outcome: Promise<ReadAfterResponse> }> {
+  const stream = openFollow(client, { sessionId, cursor });
+  const outcome = stream.next();
+  outcome.catch(() => undefined);
+  await new Promise((r) => setTimeout(r, 200));
+  return { stream, outcome };
+}
+
+/** Reads `n` records from a follow stream. */
+export async function take(stream: FollowStream, n: number): Promise<ReadAfterResponse[]> {
+  const out: ReadAfterResponse[] = [];
+  while (out.length < n) out.push(await stream.next());
+  return out;
+}
+
+/** Decodes a cursor envelope the way the Go conformance suite tampers with it. */
+export function decodeEnvelope(cursor: string): { v: string; s: string; g: string; p: string } {
+  return JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as { v: string; s: string; g: string; p: string };
+}
+
+/** Encodes an envelope (any JSON value) as base64url without padding. */
+export function encodeEnvelope(value: unknown): string {
+  return Buffer.from(typeof value === "string" ? value : JSON.stringify(value), "utf8").toString("base64url");
+}
