@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { classify, DriverError, toAbortReason, type StatusMapper } from "./errors.js";
+import { classify, InvalidRequestError, toAbortReason, type StatusMapper } from "./errors.js";
 
 /**
  * Per-call options every client method takes. Nothing is set by default: no
@@ -14,11 +14,6 @@ export interface CallOptions {
    * `TimeoutError` (a context error, not an infrastructure error).
    */
   timeoutMs?: number;
-}
-
-/** A request the client refuses to send (blank id, empty payload, negative limit...): no RPC was issued. */
-export class InvalidRequestError extends DriverError {
-  override name = "InvalidRequestError";
 }
 
 /** @throws InvalidRequestError naming `field` when `value` is empty or only spaces (no RPC is sent). */

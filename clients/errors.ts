@@ -18,6 +18,11 @@ export class DriverError extends Error {
   }
 }
 
+/** A request the client refuses to send (blank id, empty or non-JSON payload, negative limit, partial cursor): no RPC was issued. */
+export class InvalidRequestError extends DriverError {
+  override name = "InvalidRequestError";
+}
+
 /** Load found no session under `sessionId` (NOT_FOUND; wire-contract.md section 2.5). The message names the id. */
 export class SessionNotFoundError extends DriverError {
   override name = "SessionNotFoundError";

@@ -1,7 +1,7 @@
 import { Code, createClient, type Client, type ConnectError, type Transport } from "@connectrpc/connect";
 import { EventLogService, type ReadAfterResponse, type ReadResponse } from "../gen/mecatl/driver/v1/event_log_pb.js";
-import { streamCall, unaryCall, requireText, InvalidRequestError, type CallOptions } from "./call.js";
-import { CursorExpiredError, CursorMalformedError, InvalidDriverResponseError } from "./errors.js";
+import { streamCall, unaryCall, requireText, type CallOptions } from "./call.js";
+import { CursorExpiredError, CursorMalformedError, InvalidDriverResponseError, InvalidRequestError } from "./errors.js";
 
 /** The event envelope format the harness writes and the only one reads accept (wire-contract.md section 3.3). */
 export const EVENT_LOG_FORMAT = "eventlog-json/1";

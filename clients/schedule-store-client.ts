@@ -1,7 +1,7 @@
 import { Code, createClient, type Client, type ConnectError, type Transport } from "@connectrpc/connect";
 import { ScheduleOneShotReArmerService, ScheduleStoreService } from "../gen/mecatl/driver/v1/schedule_store_pb.js";
-import { deleteCall, unaryCall, requireText, InvalidRequestError, type CallOptions } from "./call.js";
-import { ActiveFireError, DeletionPendingError, FireNotFoundError, ScheduleNotFoundError } from "./errors.js";
+import { deleteCall, unaryCall, requireText, type CallOptions } from "./call.js";
+import { ActiveFireError, DeletionPendingError, FireNotFoundError, ScheduleNotFoundError, InvalidRequestError } from "./errors.js";
 import { instantToNanos, instantToTimestamp, type Instant } from "./time.js";
 import { decodeFire, decodeSchedule, encodeRecord, scheduleFormat, SCHEDULE_FORMAT, type Schedule, type ScheduleFire } from "./schedule-records.js";
 

@@ -5,11 +5,12 @@ import {
   type SessionLineageEntry,
   type SessionStoreCapabilitiesResponse,
 } from "../gen/mecatl/driver/v1/session_store_pb.js";
-import { unaryCall, deleteCall, requireText, InvalidRequestError, type CallOptions } from "./call.js";
+import { unaryCall, deleteCall, requireText, type CallOptions } from "./call.js";
 import {
   ContractMismatchError,
   InfrastructureError,
   InvalidDriverResponseError,
+  InvalidRequestError,
   SessionAlreadyExistsError,
   SessionNotFoundError,
   UnsupportedError,

@@ -1,7 +1,7 @@
 import Table from "cli-table3";
 import { DriverError } from "../errors.js";
 import { DriverConfigError } from "../targets.js";
-import { InvalidRequestError } from "../call.js";
+import { InvalidRequestError } from "../errors.js";
 
 /** Exit status of a command that failed because of its flags or arguments. */
 export const EXIT_USAGE = 2;

@@ -23,7 +23,7 @@ import {
   ScheduleNotFoundError,
   UnsupportedError,
 } from "../../clients/errors.js";
-import { InvalidRequestError } from "../../clients/call.js";
+import { InvalidRequestError } from "../../clients/errors.js";
 
 /*
  * The real server never misbehaves, so these tests play a misbehaving driver

@@ -4,7 +4,7 @@ import { serveDrivers } from "../helpers/driver-server.js";
 import type { DriverClients } from "../../clients/factory.js";
 import type { CursorRecord, EventLogClient } from "../../clients/event-log-client.js";
 import { CursorExpiredError, CursorMalformedError } from "../../clients/errors.js";
-import { InvalidRequestError } from "../../clients/call.js";
+import { InvalidRequestError } from "../../clients/errors.js";
 
 const ev = (n: number, extra: Record<string, unknown> = {}) => JSON.stringify({ type: "test", n, ...extra });
 const num = (r: CursorRecord) => (r.kind === "event" ? (JSON.parse(Buffer.from(r.payload).toString("utf8")) as { n: number }).n : `gap:${r.reason}`);

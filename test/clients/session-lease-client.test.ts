@@ -3,7 +3,7 @@ import { allBackends, type TestBackend } from "../helpers/backends.js";
 import { serveDrivers } from "../helpers/driver-server.js";
 import type { SessionLeaseClient } from "../../clients/session-lease-client.js";
 import { LeaseHeldError } from "../../clients/errors.js";
-import { InvalidRequestError } from "../../clients/call.js";
+import { InvalidRequestError } from "../../clients/errors.js";
 
 const TTL_MS = 1500;
 

@@ -9,7 +9,7 @@ import { startServer, type ServerProcess } from "../helpers/server.js";
 import { DriverConnections } from "../../clients/transport.js";
 import { SessionStoreClient } from "../../clients/session-store-client.js";
 import { InfrastructureError, SessionAlreadyExistsError, SessionNotFoundError, UnsupportedError } from "../../clients/errors.js";
-import { InvalidRequestError } from "../../clients/call.js";
+import { InvalidRequestError } from "../../clients/errors.js";
 
 /** A sessnap-like payload: a JSON object whose `id` is the session id. */
 function snapshot(id: string, extra: Record<string, unknown> = {}): Uint8Array {
