@@ -66,6 +66,12 @@ export class RedisChangeFeed implements ChangeFeed {
     this.sub?.unsubscribe(channel).catch(() => undefined);
   }
 
+  close(): void {
+    this.sub?.disconnect();
+    this.sub = undefined;
+    this.watches.clear();
+  }
+
   private subscriber(): Redis {
     if (this.sub !== undefined) return this.sub;
     const sub = this.redis.duplicate({ enableAutoPipelining: false });

@@ -2,8 +2,7 @@ import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { EventLogService, type AppendRequest, type ReadAfterResponseSchema } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { errorWithReason, invalidArgument } from "../rpc/errors.js";
-import { requireFormat, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
-import { requireSessionId } from "../session-store/service.js";
+import { requireFormat, requireId, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
 import type { FollowHub } from "./follow-hub.js";
 import { encodeCursor } from "./cursor.js";
 import { LogError } from "./log-error.js";
@@ -24,7 +23,7 @@ const utf8 = new TextDecoder("utf-8");
  * @throws ConnectError INVALID_ARGUMENT naming the field.
  */
 function validAppend(req: AppendRequest): { sessionId: string; record: NewRecord } {
-  const sessionId = requireSessionId("session_id", req.sessionId);
+  const sessionId = requireId("session_id", req.sessionId);
   const event = requirePresent("event", req.event);
   requireFormat("event.format", event.format, [EVENT_FORMAT]);
   requireNonEmptyBytes("event.payload", event.payload);
@@ -89,12 +88,12 @@ export function eventLogService(store: EventLogStore, hub: FollowHub): ServiceIm
       return { cursor: encodeCursor(sessionId, generation, position) };
     },
     async appendGap(req) {
-      const sessionId = requireSessionId("session_id", req.sessionId);
+      const sessionId = requireId("session_id", req.sessionId);
       const { generation, position } = await store.append(sessionId, { kind: "gap", reason: req.reason });
       return { cursor: encodeCursor(sessionId, generation, position) };
     },
     async *read(req) {
-      const sessionId = requireSessionId("session_id", req.sessionId);
+      const sessionId = requireId("session_id", req.sessionId);
       try {
         for await (const r of readEvents(store, sessionId)) yield { event: { format: r.format, payload: r.payload } };
       } catch (err) {
@@ -102,7 +101,7 @@ export function eventLogService(store: EventLogStore, hub: FollowHub): ServiceIm
       }
     },
     async *readAfter(req, context) {
-      const sessionId = requireSessionId("session_id", req.sessionId);
+      const sessionId = requireId("session_id", req.sessionId);
       if (req.limit < 0) throw invalidArgument("limit", `must not be negative, got ${req.limit}`);
       try {
         for await (const d of readAfter(store, hub, { sessionId, cursor: req.cursor, limit: req.limit, follow: req.follow }, context.signal)) yield toResponse(d);

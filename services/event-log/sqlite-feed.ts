@@ -46,6 +46,12 @@ export class SqliteChangeFeed implements ChangeFeed {
     }
   }
 
+  close(): void {
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.timer = undefined;
+    this.watched.clear();
+  }
+
   unwatch(sessionId: string): void {
     const n = (this.watched.get(sessionId) ?? 0) - 1;
     if (n > 0) this.watched.set(sessionId, n);

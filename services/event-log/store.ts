@@ -65,6 +65,8 @@ export interface ChangeFeed {
    * `changeAll()` when changes may have been missed (e.g. after a reconnect).
    */
   listen(change: (sessionId: string, hint: ChangeHint) => void, changeAll: () => void): void;
+  /** Releases what the feed holds (timer, subscriber connection); called once at shutdown. */
+  close(): void;
 }
 
 /**

@@ -1,5 +1,21 @@
 import { invalidArgument } from "./errors.js";
 
+/** Longest accepted id (session id, schedule name, fire id, deletion id), in UTF-8 bytes (DESIGN.md principle 5). */
+export const MAX_ID_BYTES = 16 * 1024;
+
+/**
+ * Checks an id or key field: non-blank (wire-contract.md sections 2.5, 3.4,
+ * 4.3, 5.5) and at most `maxBytes` UTF-8 bytes.
+ *
+ * @throws ConnectError INVALID_ARGUMENT naming `field`.
+ * @returns the value unchanged.
+ */
+export function requireId(field: string, value: string, maxBytes = MAX_ID_BYTES): string {
+  requireNonBlank(field, value);
+  if (Buffer.byteLength(value, "utf8") > maxBytes) throw invalidArgument(field, `longer than ${maxBytes} bytes`);
+  return value;
+}
+
 /**
  * Requires a string field to contain at least one non-whitespace character.
  * Throws INVALID_ARGUMENT naming `field` otherwise (wire-contract.md sections

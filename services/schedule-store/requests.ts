@@ -8,7 +8,7 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { ScheduleFireRecord, ScheduleRecord } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
 import { invalidArgument } from "../rpc/errors.js";
 import { timestampToNanos } from "../rpc/timestamp.js";
-import { requireFormat, requireNonBlank, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
+import { requireFormat, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
 import { ZERO_TIME_NANOS } from "./rfc3339.js";
 import {
   parseFire,
@@ -21,24 +21,9 @@ import {
   type ScheduleDocument,
 } from "./schedule.js";
 
-/** Longest accepted schedule name, fire id or deletion id, in UTF-8 bytes (DESIGN.md principle 5). */
-export const MAX_ID_BYTES = 16 * 1024;
-
 /** Earliest and latest `Timestamp.seconds` protobuf allows: 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z. */
 const MIN_SECONDS = -62_135_596_800n;
 const MAX_SECONDS = 253_402_300_799n;
-
-/**
- * Checks a schedule name, fire id or deletion id: non-blank and at most
- * {@link MAX_ID_BYTES}.
- *
- * @throws ConnectError INVALID_ARGUMENT naming `field`.
- */
-export function requireId(field: string, value: string): string {
-  requireNonBlank(field, value);
-  if (Buffer.byteLength(value, "utf8") > MAX_ID_BYTES) throw invalidArgument(field, `longer than ${MAX_ID_BYTES} bytes`);
-  return value;
-}
 
 /**
  * Converts a Timestamp to nanoseconds since the Unix epoch after checking it

@@ -6,7 +6,8 @@ import {
   type ClaimScheduleRequest,
 } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
 import { notFound } from "../rpc/errors.js";
-import { optionalTime, requireId, requireTime, validFireRecord, validScheduleRecord } from "./requests.js";
+import { optionalTime, requireTime, validFireRecord, validScheduleRecord } from "./requests.js";
+import { requireId } from "../rpc/validate.js";
 import { formatRfc3339 } from "./rfc3339.js";
 import type { RuleError, ScheduleMutation } from "./rules.js";
 import { encodeSchedule, SCHEDULE_FORMAT_V1, scheduleFormat, type ScheduleDocument } from "./schedule.js";

@@ -17,7 +17,7 @@ export class TokenFile {
    */
   constructor(
     readonly path: string,
-    private readonly logger: Logger,
+    logger: Logger,
   ) {
     this.digests = TokenFile.read(path);
     watchFile(path, { interval: 1000 }, () => {

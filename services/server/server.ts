@@ -138,7 +138,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   metrics.durability.set({ mode: durabilityMode }, 1);
   if (durabilityMode !== "full") logger.warn({ store: backend.description, durability: durabilityMode }, "writes are NOT durable: an acknowledged write can be lost");
 
-  const ctx = { backend, settings: options.settings, logger, metrics };
+  const moduleCleanup: Array<() => void | Promise<void>> = [];
+  const ctx = { backend, settings: options.settings, logger, metrics, onClose: (fn: () => void | Promise<void>) => void moduleCleanup.push(fn) };
   const mounted = SERVICE_MODULES.filter((m) => options.services.includes(m.name)).flatMap((m) => m.mount(ctx));
   const health = new HealthState(mounted.map((m) => m.desc.typeName));
   const instrumented = mounted.map((m) => ({ desc: m.desc, impl: instrument(m.desc, m.impl, { auth, metrics, logger }) }));
@@ -200,6 +201,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
           });
         });
         for (const c of cleanup) c();
+        for (const c of moduleCleanup) await c();
         stopWatching();
         auth?.close();
         await closeBackend(backend);
@@ -211,6 +213,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   } catch (err) {
     grpcServer.forceShutdown();
     for (const c of cleanup) c();
+    for (const c of moduleCleanup) await c();
     auth?.close();
     await closeBackend(backend);
     throw err;

@@ -36,6 +36,8 @@ export interface ServiceContext {
   settings: ServiceSettings;
   logger: Logger;
   metrics: Metrics;
+  /** Registers cleanup run at shutdown after the listeners stop and before the backend closes. */
+  onClose(cleanup: () => void | Promise<void>): void;
 }
 
 /** One mounted gRPC service: its descriptor and implementation. */
@@ -65,6 +67,7 @@ export const SERVICE_MODULES: readonly ServiceModule[] = [
     name: "event-log",
     mount: (ctx) => {
       const { store, hub } = openEventLog(ctx.backend, ctx.settings, ctx.metrics.followers);
+      ctx.onClose(() => store.feed.close());
       return [{ desc: EventLogService, impl: eventLogService(store, hub) }];
     },
   },

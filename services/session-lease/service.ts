@@ -1,26 +1,13 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { SessionLeaseService, type Lease, type LeaseSchema } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
-import { invalidArgument } from "../rpc/errors.js";
-import { requireNonBlank, requirePresent } from "../rpc/validate.js";
+import { requireId, requirePresent } from "../rpc/validate.js";
 import { nanosToTimestamp } from "../rpc/timestamp.js";
-import { requireSessionId } from "../session-store/service.js";
 import type { LeaseHold, LeaseLossReason } from "./rules.js";
 import type { SessionLeaseStore } from "./store.js";
 
 /** Longest accepted lease owner, in UTF-8 bytes (DESIGN.md principle 5). */
 export const MAX_OWNER_BYTES = 4096;
-
-/**
- * Checks a lease owner: non-blank and at most {@link MAX_OWNER_BYTES}.
- *
- * @throws ConnectError INVALID_ARGUMENT naming `field`.
- */
-function requireOwner(field: string, owner: string): string {
-  requireNonBlank(field, owner);
-  if (Buffer.byteLength(owner, "utf8") > MAX_OWNER_BYTES) throw invalidArgument(field, `longer than ${MAX_OWNER_BYTES} bytes`);
-  return owner;
-}
 
 /**
  * Checks the `lease` of a Renew or Release request (section 4.3): present,
@@ -30,7 +17,7 @@ function requireOwner(field: string, owner: string): string {
  */
 function requireLease(lease: Lease | undefined): { sessionId: string; owner: string; token: bigint } {
   const l = requirePresent("lease", lease);
-  return { sessionId: requireSessionId("lease.session_id", l.sessionId), owner: requireOwner("lease.owner", l.owner), token: l.token };
+  return { sessionId: requireId("lease.session_id", l.sessionId), owner: requireId("lease.owner", l.owner, MAX_OWNER_BYTES), token: l.token };
 }
 
 /** The wire Lease for a hold on `sessionId`; expiry microseconds become a nanosecond Timestamp. */
@@ -66,8 +53,8 @@ function leaseHeld(sessionId: string): ConnectError {
 export function sessionLeaseService(store: SessionLeaseStore): ServiceImpl<typeof SessionLeaseService> {
   return {
     async acquire(req) {
-      const sessionId = requireSessionId("session_id", req.sessionId);
-      const owner = requireOwner("owner", req.owner);
+      const sessionId = requireId("session_id", req.sessionId);
+      const owner = requireId("owner", req.owner, MAX_OWNER_BYTES);
       const r = await store.acquire(sessionId, owner);
       if (r.outcome === "held") throw leaseHeld(sessionId);
       if (r.outcome === "exhausted") {

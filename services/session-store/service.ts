@@ -1,7 +1,7 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { SessionStoreService, type SaveRequest } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { invalidArgument, notFound } from "../rpc/errors.js";
-import { requireFormat, requireNonBlank, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
+import { requireFormat, requireId, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
 import { microsToTimestamp } from "../rpc/timestamp.js";
 import type { SessionStore, StoredSnapshot } from "./store.js";
 
@@ -11,22 +11,8 @@ export const SESSION_STORE_CONTRACT = "session-store/1";
 /** The only snapshot format the Go harness writes (wire-contract.md section 2.3). */
 export const SNAPSHOT_FORMAT = "sessnap-json/1";
 
-/** Longest accepted session id, in UTF-8 bytes (DESIGN.md principle 5). */
-export const MAX_SESSION_ID_BYTES = 16 * 1024;
-
-/**
- * Checks a session id: non-blank and at most {@link MAX_SESSION_ID_BYTES}.
- *
- * @throws ConnectError INVALID_ARGUMENT naming `field`.
- */
-export function requireSessionId(field: string, id: string): string {
-  requireNonBlank(field, id);
-  if (Buffer.byteLength(id, "utf8") > MAX_SESSION_ID_BYTES) throw invalidArgument(field, `longer than ${MAX_SESSION_ID_BYTES} bytes`);
-  return id;
-}
-
 function validSave(req: SaveRequest): { sessionId: string; snapshot: StoredSnapshot } {
-  const sessionId = requireSessionId("session_id", req.sessionId);
+  const sessionId = requireId("session_id", req.sessionId);
   const snapshot = requirePresent("snapshot", req.snapshot);
   requireFormat("snapshot.format", snapshot.format, [SNAPSHOT_FORMAT]);
   requireNonEmptyBytes("snapshot.payload", snapshot.payload);
@@ -63,7 +49,7 @@ export function sessionStoreService(store: SessionStore): ServiceImpl<typeof Ses
       return {};
     },
     async load(req) {
-      const sessionId = requireSessionId("session_id", req.sessionId);
+      const sessionId = requireId("session_id", req.sessionId);
       const snapshot = await store.load(sessionId);
       if (snapshot === undefined) throw notFound(`session ${JSON.stringify(sessionId)} not found`);
       return { snapshot };
@@ -79,7 +65,7 @@ export function sessionStoreService(store: SessionStore): ServiceImpl<typeof Ses
       throw new ConnectError("ReadLineage is not supported by this driver (capability lineage is false)", Code.Unimplemented);
     },
     async delete(req) {
-      await store.delete(requireSessionId("session_id", req.sessionId));
+      await store.delete(requireId("session_id", req.sessionId));
       return {};
     },
     capabilities() {
