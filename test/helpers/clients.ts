@@ -1,6 +1,7 @@
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
+import { SESSION_MEMORY_MIB } from "../../clients/transport.js";
 
 /** 64 MiB plus headroom, the limit both sides use (wire-contract.md section 1). */
 export const MAX_MESSAGE_BYTES = 65 * 1024 * 1024;
@@ -14,6 +15,8 @@ export function grpcTransport(address: string, options: { token?: string } = {})
     baseUrl: `http://${address}`,
     readMaxBytes: MAX_MESSAGE_BYTES,
     writeMaxBytes: MAX_MESSAGE_BYTES,
+    // Node's 10 MiB default refuses new streams once a few multi-MiB calls share the connection.
+    nodeOptions: { maxSessionMemory: SESSION_MEMORY_MIB },
     interceptors:
       options.token === undefined
         ? []
