@@ -5,6 +5,7 @@ import { errorWithReason, invalidArgument } from "../rpc/errors.js";
 import { requireFormat, requireId, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
 import type { FollowHub } from "./follow-hub.js";
 import { encodeCursor } from "./cursor.js";
+import { delimitedFieldBytes, HARNESS_MESSAGE_BYTES } from "../rpc/message-size.js";
 import { LogError } from "./log-error.js";
 import { readAfter, readEvents, type DeliveredRecord } from "./reads.js";
 import type { EventLogStore, NewRecord } from "./store.js";
@@ -13,6 +14,26 @@ import type { EventLogStore, NewRecord } from "./store.js";
 export const EVENT_FORMAT = "eventlog-json/1";
 
 const utf8 = new TextDecoder("utf-8");
+
+/** The longest cursor any record of `sessionId` can carry: a 16-digit position (cursor.ts). */
+function longestCursorBytes(sessionId: string): number {
+  return encodeCursor(sessionId, "0".repeat(16), Number.MAX_SAFE_INTEGER).length;
+}
+
+/**
+ * Requires the ReadAfter answer that will carry a record back (kind, the
+ * record's event or gap reason of `recordBytes` encoded bytes, its cursor, and
+ * `live`) to fit the harness's 64 MiB message limit: an append accepted
+ * beyond it could never be read, and every reader would stop before it.
+ *
+ * @throws ConnectError INVALID_ARGUMENT naming `field`.
+ */
+function requireReadableRecord(field: string, sessionId: string, kind: "event" | "gap", recordBytes: number, size: number): void {
+  const answer = delimitedFieldBytes(kind.length) + recordBytes + delimitedFieldBytes(longestCursorBytes(sessionId)) + 2;
+  if (answer > HARNESS_MESSAGE_BYTES) {
+    throw invalidArgument(field, `${size} bytes is too large: the ReadAfter answer carrying it would exceed the harness's ${HARNESS_MESSAGE_BYTES}-byte message limit`);
+  }
+}
 
 /**
  * Checks an Append request: non-blank `session_id`, an `event` with format
@@ -27,6 +48,8 @@ function validAppend(req: AppendRequest): { sessionId: string; record: NewRecord
   const event = requirePresent("event", req.event);
   requireFormat("event.format", event.format, [EVENT_FORMAT]);
   requireNonEmptyBytes("event.payload", event.payload);
+  const eventBytes = delimitedFieldBytes(Buffer.byteLength(event.format, "utf8")) + delimitedFieldBytes(event.payload.byteLength);
+  requireReadableRecord("event.payload", sessionId, "event", delimitedFieldBytes(eventBytes), event.payload.byteLength);
   let parsed: unknown;
   try {
     parsed = JSON.parse(utf8.decode(event.payload));
@@ -71,8 +94,10 @@ function toResponse(d: DeliveredRecord): MessageInitShape<typeof ReadAfterRespon
  *
  * - Append: durable before OK; returns the `cur/1` cursor after the record.
  *   INVALID_ARGUMENT for a blank `session_id`, missing `event`, a format other
- *   than `eventlog-json/1`, an empty or non-JSON payload.
+ *   than `eventlog-json/1`, an empty or non-JSON payload, or a payload whose
+ *   ReadAfter answer would exceed 64 MiB (the harness's limit).
  * - AppendGap: a gap at the next position (reason may be empty); its cursor.
+ *   INVALID_ARGUMENT for a blank `session_id` or a reason too large to read back.
  * - Read: every event in order, gaps skipped, one per message; unknown
  *   session → empty stream.
  * - ReadAfter: section 3.6; INVALID_ARGUMENT for a blank id or negative
@@ -89,6 +114,8 @@ export function eventLogService(store: EventLogStore, hub: FollowHub): ServiceIm
     },
     async appendGap(req) {
       const sessionId = requireId("session_id", req.sessionId);
+      const reasonBytes = Buffer.byteLength(req.reason, "utf8");
+      requireReadableRecord("reason", sessionId, "gap", delimitedFieldBytes(reasonBytes), reasonBytes);
       const { generation, position } = await store.append(sessionId, { kind: "gap", reason: req.reason });
       return { cursor: encodeCursor(sessionId, generation, position) };
     },

@@ -3,6 +3,7 @@ import { SessionStoreService, type SaveRequest } from "../../gen/mecatl/driver/v
 import { invalidArgument, notFound } from "../rpc/errors.js";
 import { requireFormat, requireId, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
 import { microsToTimestamp } from "../rpc/timestamp.js";
+import { delimitedFieldBytes, HARNESS_MESSAGE_BYTES } from "../rpc/message-size.js";
 import type { SessionStore, StoredSnapshot } from "./store.js";
 
 /** The contract string the harness requires from Capabilities (wire-contract.md section 2.4). */
@@ -16,6 +17,11 @@ function validSave(req: SaveRequest): { sessionId: string; snapshot: StoredSnaps
   const snapshot = requirePresent("snapshot", req.snapshot);
   requireFormat("snapshot.format", snapshot.format, [SNAPSHOT_FORMAT]);
   requireNonEmptyBytes("snapshot.payload", snapshot.payload);
+  // Load answers {snapshot {format, payload}}; it must fit the harness's 64 MiB limit.
+  const formatBytes = delimitedFieldBytes(Buffer.byteLength(snapshot.format, "utf8"));
+  if (delimitedFieldBytes(formatBytes + delimitedFieldBytes(snapshot.payload.byteLength)) > HARNESS_MESSAGE_BYTES) {
+    throw invalidArgument("snapshot.payload", `${snapshot.payload.byteLength} bytes is too large: the Load answer would exceed the harness's ${HARNESS_MESSAGE_BYTES}-byte message limit`);
+  }
   if (!["", "draft", "active"].includes(req.activityState)) {
     throw invalidArgument("activity_state", `must be "draft", "active" or empty, got ${JSON.stringify(req.activityState)}`);
   }
@@ -26,7 +32,8 @@ function validSave(req: SaveRequest): { sessionId: string; snapshot: StoredSnaps
  * SessionStoreService over a {@link SessionStore} (wire-contract.md section 2).
  *
  * - Save: upsert; INVALID_ARGUMENT for a blank `session_id`, missing
- *   `snapshot`, a format other than `sessnap-json/1`, or an empty payload.
+ *   `snapshot`, a format other than `sessnap-json/1`, an empty payload, or a
+ *   payload whose Load answer would exceed 64 MiB (the harness's limit).
  * - Create: as Save, but ALREADY_EXISTS (nothing changed) when the id exists.
  * - Load: NOT_FOUND naming the id when absent.
  * - List: every id with its save time.

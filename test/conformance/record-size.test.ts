@@ -1,0 +1,77 @@
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { Code, createClient, type Client } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
+import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { startServer, type ServerProcess } from "../helpers/server.js";
+import { grpcClient, MAX_MESSAGE_BYTES } from "../helpers/clients.js";
+import { expectCode } from "../helpers/errors.js";
+import { EVENT_FORMAT, type EventLogClient } from "../helpers/event-log.js";
+import { SESSION_MEMORY_MIB } from "../../clients/transport.js";
+
+/** The Go harness's send and receive limit (wire-contract.md section 1). */
+const HARNESS_LIMIT = 64 * 1024 * 1024;
+
+/** A JSON object payload of exactly `bytes` bytes. */
+function jsonOf(bytes: number): Uint8Array {
+  const text = `{"a":"${"x".repeat(bytes - 8)}"}`;
+  expect(text.length).toBe(bytes);
+  return new TextEncoder().encode(text);
+}
+
+/**
+ * Every accepted record must come back within the harness's 64 MiB limit. A
+ * server that stored whatever fit its own 65 MiB request limit acknowledged
+ * snapshots the harness could never Load, and events whose ReadAfter answer
+ * (the event plus its cursor) exceeded even the server's send limit, so every
+ * reader stopped at them for ever.
+ */
+describe("record sizes against the harness's 64 MiB limit", () => {
+  let server: ServerProcess;
+  let events: EventLogClient;
+  let sessions: Client<typeof SessionStoreService>;
+  /** Clients that receive at most 64 MiB, as the harness does. */
+  let harnessEvents: EventLogClient;
+  let harnessSessions: Client<typeof SessionStoreService>;
+
+  beforeAll(async () => {
+    server = await startServer(["event-log", "session-store", "--store", "sqlite::memory:"]);
+    events = grpcClient(EventLogService, server.address);
+    sessions = grpcClient(SessionStoreService, server.address);
+    const harness = createGrpcTransport({ baseUrl: `http://${server.address}`, readMaxBytes: HARNESS_LIMIT, writeMaxBytes: MAX_MESSAGE_BYTES, nodeOptions: { maxSessionMemory: SESSION_MEMORY_MIB } });
+    harnessEvents = createClient(EventLogService, harness);
+    harnessSessions = createClient(SessionStoreService, harness);
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  test("a snapshot whose Load answer would exceed 64 MiB is INVALID_ARGUMENT and not stored; one just under is loadable", async () => {
+    await expectCode(sessions.save({ sessionId: "size-snap", snapshot: { format: "sessnap-json/1", payload: jsonOf(HARNESS_LIMIT) } }), Code.InvalidArgument, "snapshot.payload");
+    await expectCode(sessions.create({ sessionId: "size-snap", snapshot: { format: "sessnap-json/1", payload: jsonOf(HARNESS_LIMIT) } }), Code.InvalidArgument, "snapshot.payload");
+    await expectCode(sessions.load({ sessionId: "size-snap" }), Code.NotFound);
+    const fits = jsonOf(HARNESS_LIMIT - 64);
+    await sessions.save({ sessionId: "size-snap", snapshot: { format: "sessnap-json/1", payload: fits } });
+    expect((await harnessSessions.load({ sessionId: "size-snap" })).snapshot?.payload.byteLength).toBe(fits.byteLength);
+  });
+
+  test("an event or gap whose ReadAfter answer would exceed 64 MiB is INVALID_ARGUMENT and not appended; one just under is readable", async () => {
+    const id = "size-events";
+    await expectCode(events.append({ sessionId: id, event: { format: EVENT_FORMAT, payload: jsonOf(HARNESS_LIMIT) } }), Code.InvalidArgument, "event.payload");
+    await expectCode(events.appendGap({ sessionId: id, reason: "r".repeat(HARNESS_LIMIT) }), Code.InvalidArgument, "reason");
+    // With a 16 KiB session id the cursor alone takes about 22 KiB of the answer.
+    const longId = "L".repeat(16 * 1024);
+    await expectCode(events.append({ sessionId: longId, event: { format: EVENT_FORMAT, payload: jsonOf(HARNESS_LIMIT - 16 * 1024) } }), Code.InvalidArgument, "event.payload");
+    for (const s of [id, longId]) {
+      const stored = [];
+      for await (const r of events.readAfter({ sessionId: s })) stored.push(r);
+      expect(stored).toEqual([]);
+    }
+    const fits = jsonOf(HARNESS_LIMIT - 1024);
+    await events.append({ sessionId: id, event: { format: EVENT_FORMAT, payload: fits } });
+    await events.append({ sessionId: id, event: { format: EVENT_FORMAT, payload: jsonOf(16) } });
+    const sizes: number[] = [];
+    for await (const r of harnessEvents.readAfter({ sessionId: id })) sizes.push(r.event!.payload.byteLength);
+    expect(sizes).toEqual([fits.byteLength, 16]);
+  });
+});
