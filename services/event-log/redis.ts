@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import { randomBytes } from "node:crypto";
 import type { RedisKeys } from "../storage/redis-keys.js";
-import { runScript, runScriptBuffer, type RedisScript } from "../storage/redis-script.js";
+import { runScript, runScriptBuffer, redisScript } from "../storage/redis-script.js";
 import { RedisChangeFeed } from "./redis-feed.js";
 import { PAGE_BYTES, type Appended, type EventLogStore, type LogPage, type NewRecord, type StoredRecord } from "./store.js";
 
@@ -15,7 +15,7 @@ import { PAGE_BYTES, type Appended, type EventLogStore, type LogPage, type NewRe
  * ARGV[5] payload (event only).
  * Returns {generation, position}.
  */
-const APPEND: RedisScript = {
+const APPEND = redisScript({
   name: "mecatlEventsAppend",
   lua: `
 local gen = redis.call('HGET', KEYS[1], 'gen')
@@ -33,7 +33,7 @@ end
 redis.call('PUBLISH', ARGV[2], gen .. ':' .. string.format('%d', n))
 return {gen, n}
 `,
-};
+});
 
 /**
  * Reads one page atomically: the header and up to ARGV[2] entries after
@@ -43,7 +43,7 @@ return {gen, n}
  * Returns {} when the log does not exist, else
  * {generation, length, then per entry: id, kind, format-or-reason, payload}.
  */
-const READ: RedisScript = {
+const READ = redisScript({
   name: "mecatlEventsRead",
   lua: `
 local head = redis.call('HMGET', KEYS[1], 'gen', 'n')
@@ -66,7 +66,7 @@ for i, e in ipairs(entries) do
 end
 return out
 `,
-};
+});
 
 function toBuffer(bytes: Uint8Array): Buffer {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);

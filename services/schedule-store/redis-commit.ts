@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import { runScript, type RedisScript } from "../storage/redis-script.js";
+import { runScript, redisScript } from "../storage/redis-script.js";
 
 /** Arguments each write op takes after its key, by op name. */
 const OP_ARITY = { HSET: 2, HDEL: 1, HINCRBY: 2, ZADD: 2, ZREM: 1, SADD: 1, SREM: 1 } as const;
@@ -26,7 +26,7 @@ export type CommitOp = keyof typeof OP_ARITY;
  * written; the caller re-reads and retries). The op list is checked whole
  * before anything is written, so a malformed list fails without effect.
  */
-const COMMIT: RedisScript = {
+const COMMIT = redisScript({
   name: "mecatlScheduleCommit",
   lua: `
 local arity = { HSET = 2, HDEL = 1, HINCRBY = 2, ZADD = 2, ZREM = 1, SADD = 1, SREM = 1 }
@@ -51,7 +51,7 @@ while a <= #ARGV do
 end
 return 1
 `,
-};
+});
 
 /**
  * Builds one call of the commit script: the guarded hashes with the versions

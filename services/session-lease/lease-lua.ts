@@ -1,4 +1,4 @@
-import type { RedisScript } from "../storage/redis-script.js";
+import { redisScript } from "../storage/redis-script.js";
 
 /**
  * The lease rules of rules.ts transcribed into Lua, for the Redis store (a
@@ -111,7 +111,7 @@ end
  * or `expired`), `released` or `not-held`; token and expiry_us are set for
  * `granted` only.
  */
-export const LEASE_SCRIPT: RedisScript = {
+export const LEASE_SCRIPT = redisScript({
   name: "mecatlSessionLease",
   lua: `${LEASE_RULES_LUA}
 if redis.replicate_commands then redis.replicate_commands() end
@@ -131,4 +131,4 @@ if nxt ~= nil then
 end
 return lease_flat(result)
 `,
-};
+});

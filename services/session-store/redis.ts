@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "../storage/redis-keys.js";
-import { runScript, type RedisScript } from "../storage/redis-script.js";
+import { runScript, redisScript } from "../storage/redis-script.js";
 import type { SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
 
 /**
@@ -10,7 +10,7 @@ import type { SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js
  * ARGV[1] session id, ARGV[2] format, ARGV[3] payload, ARGV[4] "1" to create only.
  * Returns 1 when stored, 0 when ARGV[4] is "1" and the session exists.
  */
-const SAVE: RedisScript = {
+const SAVE = redisScript({
   name: "mecatlSessionSave",
   lua: `
 if ARGV[4] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -20,14 +20,14 @@ redis.call('HSET', KEYS[1], 'format', ARGV[2], 'payload', ARGV[3], 'modified_us'
 redis.call('ZADD', KEYS[2], us, ARGV[1])
 return 1
 `,
-};
+});
 
 /**
  * Deletes a session and all of its records, then tells whoever listens.
  * KEYS[1] session index, KEYS[2..] every key of the session.
  * ARGV[1] session id, ARGV[2..] channels to PUBLISH an empty message on.
  */
-const DELETE: RedisScript = {
+const DELETE = redisScript({
   name: "mecatlSessionDelete",
   lua: `
 redis.call('ZREM', KEYS[1], ARGV[1])
@@ -35,7 +35,7 @@ for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
 for i = 2, #ARGV do redis.call('PUBLISH', ARGV[i], '') end
 return 1
 `,
-};
+});
 
 function toBuffer(bytes: Uint8Array): Buffer {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);

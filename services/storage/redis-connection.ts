@@ -1,6 +1,7 @@
 import { Redis, type RedisOptions } from "ioredis";
 import { readFileSync } from "node:fs";
 import { isLoopbackHost } from "../server/addresses.js";
+import { defineRedisScripts } from "./redis-script.js";
 
 /** How strictly the Redis server's persistence is checked at start (DESIGN.md principle 1). */
 export type RedisDurability = "strict" | "relaxed";
@@ -76,8 +77,9 @@ function readSecret(file: string | undefined, flag: string): string | undefined 
  * Connects to Redis, waits until it answers, and checks durability: with
  * `durability` strict (the default) the server must run with `appendonly yes`
  * and `appendfsync always`, so that an acknowledged write is on disk
- * (DESIGN.md "Backends"). The client reconnects forever with capped backoff
- * after that; callers watch `status` for health.
+ * (DESIGN.md "Backends"). Every declared Lua script is defined on the
+ * connection before it is returned. The client reconnects forever with capped
+ * backoff after that; callers watch `status` for health.
  *
  * @throws StartupError when the URL or files are bad, the server is
  *   unreachable within `connectTimeoutMs`, or its persistence is too weak.
@@ -135,6 +137,8 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
       throw err;
     }
   }
+  // Before any service command: see defineRedisScripts for why this cannot wait for first use.
+  defineRedisScripts(redis);
   return redis;
 }
 

@@ -3,7 +3,9 @@ import type { Redis } from "ioredis";
 /**
  * A Lua script run atomically on the Redis server with EVALSHA (ioredis loads
  * it on first use). Each script documents its KEYS and ARGV at the top of its
- * source (DESIGN.md principle 4).
+ * source (DESIGN.md principle 4). Declare scripts with {@link redisScript} so
+ * that {@link defineRedisScripts} can put every one of them on a connection
+ * before it carries traffic.
  */
 export interface RedisScript {
   /** Command name registered on the client, unique per script. */
@@ -11,11 +13,43 @@ export interface RedisScript {
   readonly lua: string;
 }
 
+/** Every script declared with {@link redisScript}, in declaration order. */
+const declared: RedisScript[] = [];
+
+/**
+ * Declares a script (at module load, as a top-level constant) and records it
+ * for {@link defineRedisScripts}.
+ */
+export function redisScript(script: RedisScript): RedisScript {
+  declared.push(script);
+  return script;
+}
+
 type ScriptRunner = (numberOfKeys: number, ...keysAndArgs: Array<string | Buffer | Uint8Array | number>) => Promise<unknown>;
 
-function runner(redis: Redis, script: RedisScript, buffers: boolean): ScriptRunner {
+function define(redis: Redis, script: RedisScript): void {
   const r = redis as unknown as Record<string, ScriptRunner>;
   if (typeof r[script.name] !== "function") redis.defineCommand(script.name, { lua: script.lua });
+}
+
+/**
+ * Defines every declared script on `redis`. Call it before the connection
+ * carries any command: with auto-pipelining, ioredis copies the custom
+ * commands into a pending pipeline when it creates it, so a script defined
+ * for the first time while a pipeline is pending (another command sent in
+ * the same turn, or queued behind a running pipeline) is missing from that
+ * pipeline. The call then fails with "pipeline[functionName] is not a
+ * function" and the pipeline's replies no longer line up with its callbacks,
+ * which throws a TypeError inside ioredis and ends the process.
+ */
+export function defineRedisScripts(redis: Redis): void {
+  for (const script of declared) define(redis, script);
+}
+
+function runner(redis: Redis, script: RedisScript, buffers: boolean): ScriptRunner {
+  // Scripts not declared with redisScript (tests) are defined here, on first use.
+  define(redis, script);
+  const r = redis as unknown as Record<string, ScriptRunner>;
   const name = buffers ? `${script.name}Buffer` : script.name;
   return r[name]!.bind(redis);
 }
