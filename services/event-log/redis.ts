@@ -45,6 +45,7 @@ return {gen, n}
  */
 const READ = redisScript({
   name: "mecatlEventsRead",
+  readOnly: true,
   lua: `
 local head = redis.call('HMGET', KEYS[1], 'gen', 'n')
 if not head[1] then return {} end

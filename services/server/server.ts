@@ -6,7 +6,7 @@ import { connect } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { openBackend, backendHealthy, onBackendHealthChange, closeBackend, type BackendOptions, type Backend } from "../storage/backend.js";
-import { StartupError } from "../storage/redis-connection.js";
+import { durabilityWatch, StartupError } from "../storage/redis-connection.js";
 import { mountOnGrpc, type AnyServiceImpl } from "./grpc-adapter.js";
 import { instrument } from "./instrument.js";
 import { HealthState, ServingStatus, healthService } from "./health.js";
@@ -137,6 +137,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const durabilityMode = !backend.durable ? (backend.kind === "sqlite" ? "none" : "relaxed") : "full";
   metrics.durability.set({ mode: durabilityMode }, 1);
   if (durabilityMode !== "full") logger.warn({ store: backend.description, durability: durabilityMode }, "writes are NOT durable: an acknowledged write can be lost");
+  const watch = backend.kind === "redis" ? durabilityWatch(backend.redis) : undefined;
+  watch?.on("change", () => {
+    if (watch.problem !== undefined) logger.error({ store: backend.description, problem: watch.problem }, "Redis is no longer durable: refusing writes until it is");
+    else logger.info({ store: backend.description }, "Redis is durable again: accepting writes");
+  });
 
   const moduleCleanup: Array<() => void | Promise<void>> = [];
   const ctx = { backend, settings: options.settings, logger, metrics, onClose: (fn: () => void | Promise<void>) => void moduleCleanup.push(fn) };

@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
 import { SqliteDatabase } from "./sqlite-database.js";
-import { connectRedis, StartupError, type RedisConnectOptions } from "./redis-connection.js";
+import { connectRedis, durabilityWatch, StartupError, type RedisConnectOptions } from "./redis-connection.js";
 import { RedisKeys } from "./redis-keys.js";
 
 /** The embedded backend: one SQLite file (or a private in-memory database). */
@@ -62,9 +62,13 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
   throw new StartupError(`--store ${JSON.stringify(store)} is not a known store; use sqlite:PATH, sqlite::memory:, redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]`);
 }
 
-/** True when the backend can currently serve requests (Redis connected, SQLite worker alive). */
+/**
+ * True when the backend can currently serve requests: SQLite worker alive;
+ * Redis connected and, in strict mode, still found durable.
+ */
 export function backendHealthy(backend: Backend): boolean {
-  return backend.kind === "sqlite" ? backend.db.healthy : backend.redis.status === "ready";
+  if (backend.kind === "sqlite") return backend.db.healthy;
+  return backend.redis.status === "ready" && durabilityWatch(backend.redis)?.problem === undefined;
 }
 
 /**
@@ -75,8 +79,11 @@ export function onBackendHealthChange(backend: Backend, listener: () => void): (
   const emitter = backend.kind === "sqlite" ? backend.db : backend.redis;
   const events = backend.kind === "sqlite" ? ["fault"] : ["ready", "close", "end", "reconnecting", "error"];
   for (const e of events) emitter.on(e, listener);
+  const watch = backend.kind === "redis" ? durabilityWatch(backend.redis) : undefined;
+  watch?.on("change", listener);
   return () => {
     for (const e of events) emitter.off(e, listener);
+    watch?.off("change", listener);
   };
 }
 

@@ -1,7 +1,8 @@
 import { Redis, type RedisOptions } from "ioredis";
+import { EventEmitter } from "node:events";
 import { readFileSync } from "node:fs";
 import { isLoopbackHost } from "../server/addresses.js";
-import { defineRedisScripts } from "./redis-script.js";
+import { defineRedisScripts, guardRedisWrites } from "./redis-script.js";
 
 /** How strictly the Redis server's persistence is checked at start (DESIGN.md principle 1). */
 export type RedisDurability = "strict" | "relaxed";
@@ -77,7 +78,8 @@ function readSecret(file: string | undefined, flag: string): string | undefined 
  * Connects to Redis, waits until it answers, and checks durability: with
  * `durability` strict (the default) the server must run with `appendonly yes`
  * and `appendfsync always`, so that an acknowledged write is on disk
- * (DESIGN.md "Backends"). Every declared Lua script is defined on the
+ * (DESIGN.md "Backends"). In strict mode a {@link DurabilityWatch} keeps
+ * checking afterwards. Every declared Lua script is defined on the
  * connection before it is returned. The client reconnects forever with capped
  * backoff after that; callers watch `status` for health.
  *
@@ -136,6 +138,11 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
       redis.disconnect();
       throw err;
     }
+    const watch = new DurabilityWatch(redis);
+    watches.set(redis, watch);
+    guardRedisWrites(redis, () => {
+      if (watch.problem !== undefined) throw new Error(`write refused: ${watch.problem}`);
+    });
   }
   // Before any service command: see defineRedisScripts for why this cannot wait for first use.
   defineRedisScripts(redis);
@@ -162,5 +169,76 @@ export async function verifyDurability(redis: Redis): Promise<void> {
     throw new StartupError(
       `Redis is not durable (appendonly=${appendonly}, appendfsync=${appendfsync}): an acknowledged write could be lost; set "appendonly yes" and "appendfsync always" on the Redis server, or pass --redis-durability=relaxed to accept that risk`,
     );
+  }
+}
+
+/** Milliseconds between two durability checks of a running strict-mode connection. */
+export const DURABILITY_CHECK_MS = 5000;
+
+const watches = new WeakMap<Redis, DurabilityWatch>();
+
+/** The watch {@link connectRedis} put on a strict-mode connection; undefined in relaxed mode. */
+export function durabilityWatch(redis: Redis): DurabilityWatch | undefined {
+  return watches.get(redis);
+}
+
+/**
+ * Keeps checking that a Redis server found durable at start stays durable
+ * (DESIGN.md principle 1): after every reconnect, since the server may have
+ * been restarted with another configuration (say without `appendonly`, and
+ * so without its data), and every `intervalMs` (a `CONFIG SET`). While the
+ * last check failed, {@link problem} says why: health is NOT_SERVING and
+ * every write script is refused; the next good check lifts both. Emits
+ * `change` whenever {@link problem} changes.
+ *
+ * Commands queued by ioredis while the connection was down are sent as soon
+ * as it is back, before the first check can answer; those few writes are not
+ * covered.
+ */
+export class DurabilityWatch extends EventEmitter {
+  /** Why the server is not known to be durable, or undefined when the last check passed. */
+  problem: string | undefined;
+  private readonly timer: NodeJS.Timeout;
+  private running: Promise<void> | undefined;
+  private again = false;
+
+  constructor(
+    private readonly redis: Redis,
+    intervalMs = DURABILITY_CHECK_MS,
+  ) {
+    super();
+    redis.on("ready", () => void this.check());
+    redis.once("end", () => clearInterval(this.timer));
+    this.timer = setInterval(() => void this.check(), intervalMs);
+    this.timer.unref();
+  }
+
+  /** Checks now (or once more after a check in progress); resolves when done. */
+  check(): Promise<void> {
+    if (this.running !== undefined) {
+      this.again = true;
+      return this.running;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        if (this.redis.status !== "ready") continue;
+        try {
+          await verifyDurability(this.redis);
+          this.set(undefined);
+        } catch (err) {
+          // A check cut short by a lost connection proves nothing; the reconnect checks again.
+          if (this.redis.status === "ready") this.set((err as Error).message);
+        }
+      } while (this.again);
+      this.running = undefined;
+    })();
+    return this.running;
+  }
+
+  private set(problem: string | undefined): void {
+    if (problem === this.problem) return;
+    this.problem = problem;
+    this.emit("change");
   }
 }

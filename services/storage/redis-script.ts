@@ -11,6 +11,21 @@ export interface RedisScript {
   /** Command name registered on the client, unique per script. */
   readonly name: string;
   readonly lua: string;
+  /** True for a script that never writes; it runs even while writes are refused (see {@link guardRedisWrites}). */
+  readonly readOnly?: boolean;
+}
+
+/** Per connection: a check run before every script that writes; it throws to refuse the write. */
+const writeGuards = new WeakMap<Redis, () => void>();
+
+/**
+ * Installs `check` on `redis`: every script not marked `readOnly` runs it
+ * first and fails with whatever it throws, before anything is sent. Used to
+ * refuse writes while the server is not known to be durable
+ * (redis-connection.ts).
+ */
+export function guardRedisWrites(redis: Redis, check: () => void): void {
+  writeGuards.set(redis, check);
 }
 
 /** Every script declared with {@link redisScript}, in declaration order. */
@@ -47,6 +62,7 @@ export function defineRedisScripts(redis: Redis): void {
 }
 
 function runner(redis: Redis, script: RedisScript, buffers: boolean): ScriptRunner {
+  if (script.readOnly !== true) writeGuards.get(redis)?.();
   // Scripts not declared with redisScript (tests) are defined here, on first use.
   define(redis, script);
   const r = redis as unknown as Record<string, ScriptRunner>;
@@ -58,7 +74,8 @@ function runner(redis: Redis, script: RedisScript, buffers: boolean): ScriptRunn
  * Runs `script` with the given KEYS and ARGV; string replies come back as
  * JavaScript strings.
  *
- * @throws the Redis error (e.g. connection lost), which services map to INTERNAL.
+ * @throws the Redis error (e.g. connection lost), or the write guard's error,
+ *   which services map to INTERNAL.
  */
 export function runScript(redis: Redis, script: RedisScript, keys: string[], args: Array<string | Buffer | Uint8Array | number>): Promise<unknown> {
   return runner(redis, script, false)(keys.length, ...keys, ...args);
