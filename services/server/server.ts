@@ -169,7 +169,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     }
     let metricsAddress: string | undefined;
     if (metricsAddr?.kind === "tcp") {
-      const m = await metrics.listen(metricsAddr.host, metricsAddr.port);
+      const m = await metrics.listen(metricsAddr.host, metricsAddr.port).catch((err: Error) => {
+        throw new StartupError(`cannot listen on --metrics-listen ${formatListenAddress(metricsAddr)}: ${err.message}`);
+      });
       metricsAddress = formatListenAddress({ ...metricsAddr, port: m.port });
       cleanup.push(() => m.server.close());
     }

@@ -1,4 +1,8 @@
 import { describe, expect, test } from "vitest";
+import { createServer, type AddressInfo } from "node:net";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { spawnRedis } from "../helpers/redis-server.js";
 import { runServeExpectingFailure, startServer } from "../helpers/server.js";
 import { freePort } from "../helpers/wait.js";
@@ -42,6 +46,21 @@ describe("startup problems end with one line that says what to do, and a non-zer
     const { code, stderr } = await runServeExpectingFailure(["--listen", "127.0.0.1:0", "--store", "sqlite::memory:", ...(await args())]);
     expect(code).not.toBe(0);
     expect(oneLine(stderr)).toContain(expected);
+  });
+
+  test("a --metrics-listen port already in use is a one-line error with status 2, not a stack trace", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mecatl-startup-"));
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (taken.address() as AddressInfo).port;
+      const { code, stderr } = await runServeExpectingFailure(["--listen", "127.0.0.1:0", "--store", `sqlite:${join(dir, "s.sqlite")}`, "--metrics-listen", `127.0.0.1:${port}`]);
+      expect(code).toBe(2);
+      expect(oneLine(stderr)).toContain(`--metrics-listen 127.0.0.1:${port}`);
+    } finally {
+      taken.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test("a bad flag value is reported by the flag parser", async () => {
