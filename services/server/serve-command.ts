@@ -8,8 +8,8 @@ import { MAX_LEASE_TTL_MS } from "../session-lease/rules.js";
 /**
  * Parses a duration flag such as `30s`, `500ms` or `2m` into milliseconds.
  *
- * @throws InvalidArgumentError (commander prints it and exits 1) when the text
- *   is not a positive duration.
+ * @throws InvalidArgumentError (commander prints it; `serve` exits 2) when the
+ *   text is not a positive duration.
  */
 export function parseDuration(text: string): number {
   const value = ms(text as ms.StringValue);
@@ -118,6 +118,8 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
 export function serveCommand(): Command {
   return new Command("serve")
     .description("serve the mecatl.driver.v1 storage services (default: all of them on one port)")
+    // A bad flag is a startup problem too: status 2, as README.md promises (commander's own is 1); --help stays 0.
+    .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2))
     .argument("[services...]", `all, or any of: ${SERVICE_NAMES.join(", ")}`)
     .option("--listen <addr>", "gRPC listener: HOST:PORT or unix:/PATH", "127.0.0.1:50051")
     .option("--connect-listen <addr>", "also serve the Connect and gRPC-Web protocols here (HOST:PORT or unix:/PATH)")

@@ -63,9 +63,10 @@ describe("startup problems end with one line that says what to do, and a non-zer
     }
   });
 
-  test("a bad flag value is reported by the flag parser", async () => {
+  test("a bad flag value is reported by the flag parser, with status 2 like every startup problem", async () => {
     const { code, stderr } = await runServeExpectingFailure(["--lease-ttl", "soon"]);
-    expect(code).not.toBe(0);
+    expect(code).toBe(2);
     expect(stderr).toContain("--lease-ttl");
+    expect((await runServeExpectingFailure(["--no-such-flag"])).code).toBe(2);
   });
 });
