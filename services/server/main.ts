@@ -6,12 +6,16 @@
  */
 import { Command } from "commander";
 import { serveCommand } from "./serve-command.js";
-import { operatorCommands } from "../../clients/cli/index.js";
 
 const program = new Command("mecatl-drivers")
   .description("remote storage driver services (mecatl.driver.v1) for the Mecatl agent harness")
   .showHelpAfterError()
   .addCommand(serveCommand());
-for (const command of operatorCommands()) program.addCommand(command);
+// `serve` needs none of the clients, CLI or workload code: load it only for
+// the other commands (and top-level help), keeping the server's start-up lean.
+if (process.argv[2] !== "serve") {
+  const { operatorCommands } = await import("../../clients/cli/index.js");
+  for (const command of operatorCommands()) program.addCommand(command);
+}
 
 await program.parseAsync(process.argv);
