@@ -46,7 +46,7 @@ export function mountOnGrpc(server: grpc.Server, service: DescService, impl: Any
     const fn = impl[method.localName];
     if (method.methodKind === "unary") {
       handlers[method.localName] = (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
-        void runUnary(service, method, fn, call, shutdownSignal).then(
+        void runUnary(service, method, fn, call).then(
           (response) => callback(null, response),
           (err: unknown) => callback(toServiceError(err)),
         );
@@ -101,7 +101,6 @@ async function runUnary(
   method: DescMethod,
   fn: AnyServiceImpl[string] | undefined,
   call: grpc.ServerUnaryCall<Buffer, Buffer>,
-  shutdownSignal: AbortSignal,
 ): Promise<Buffer> {
   // Unary calls are not cut short by shutdown: they get the grace period.
   const context = handlerContext(service, method, call, undefined);
