@@ -1,5 +1,6 @@
 import { ConnectError, Code } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { StoreFailure } from "../storage/store-failure.js";
 
 /**
  * The ErrorInfo domain the harness trusts (wire-contract.md section 3.7). A
@@ -38,12 +39,18 @@ export function notFound(message: string): ConnectError {
 
 /**
  * Turns any error thrown by a store into the ConnectError sent to the client.
- * ConnectErrors pass through; abort errors become CANCELLED; anything else is
- * INTERNAL with a generic message (the cause is kept for logging only), as the
- * shared status vocabulary of wire-contract.md section 1 requires.
+ * ConnectErrors pass through; abort errors become CANCELLED; a
+ * {@link StoreFailure} becomes RESOURCE_EXHAUSTED (`disk_full`) or
+ * UNAVAILABLE (every other kind) with its message, so the caller can tell an
+ * outage from a bug (issue 9); anything else is INTERNAL with a generic
+ * message (the cause is kept for logging only), as the shared status
+ * vocabulary of wire-contract.md section 1 requires.
  */
 export function toConnectError(err: unknown): ConnectError {
   if (err instanceof ConnectError) return err;
+  if (err instanceof StoreFailure) {
+    return new ConnectError(err.message, err.kind === "disk_full" ? Code.ResourceExhausted : Code.Unavailable, undefined, undefined, err);
+  }
   if (err instanceof Error && (err.name === "AbortError" || err.name === "TimeoutError")) {
     return new ConnectError("the call was cancelled", Code.Canceled, undefined, undefined, err);
   }
