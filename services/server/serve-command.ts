@@ -3,6 +3,7 @@ import ms from "ms";
 import { startServer, type ServerOptions } from "./server.js";
 import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
+import { DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
 import { MAX_LEASE_TTL_MS } from "../session-lease/rules.js";
 
 /**
@@ -73,6 +74,7 @@ interface ServeFlags {
   redisDurability: "strict" | "relaxed";
   redisKeyPrefix: string;
   shutdownGrace: number;
+  storeTimeout: number;
   logLevel: string;
 }
 
@@ -96,6 +98,7 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
     backend: {
       store: f.store,
       redisKeyPrefix: f.redisKeyPrefix,
+      storeTimeoutMs: f.storeTimeout,
       redis: {
         usernameFile: f.redisUsernameFile,
         passwordFile: f.redisPasswordFile,
@@ -143,6 +146,11 @@ export function serveCommand(): Command {
         .default("strict"),
     )
     .option("--redis-key-prefix <prefix>", "prefix of every Redis key", "mecatl-drivers:")
+    .addOption(
+      new Option("--store-timeout <duration>", "longest one store operation may take (retries included) before the call fails with UNAVAILABLE")
+        .default(DEFAULT_STORE_TIMEOUT_MS, "5s")
+        .argParser(parseDuration),
+    )
     .addOption(new Option("--shutdown-grace <duration>", "time unary calls get to finish after SIGTERM").default(10_000, "10s").argParser(parseDuration))
     .addOption(new Option("--log-level <level>", "log level").choices(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"))
     .action(async (services: string[], flags: ServeFlags) => {

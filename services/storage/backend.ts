@@ -2,6 +2,7 @@ import type { Redis } from "ioredis";
 import { SqliteDatabase } from "./sqlite-database.js";
 import { connectRedis, durabilityWatch, StartupError, type RedisConnectOptions } from "./redis-connection.js";
 import { RedisKeys } from "./redis-keys.js";
+import type { StoreFailure } from "./store-failure.js";
 
 /** The embedded backend: one SQLite file (or a private in-memory database). */
 export interface SqliteBackend {
@@ -11,6 +12,8 @@ export interface SqliteBackend {
   readonly durable: boolean;
   /** `sqlite:PATH` as given, for logs and health. */
   readonly description: string;
+  /** Milliseconds one store operation may take before it fails with a {@link StoreFailure} (`--store-timeout`). */
+  readonly storeTimeoutMs: number;
 }
 
 /** The shared backend: one Redis server (standalone), reached through ioredis. */
@@ -21,6 +24,8 @@ export interface RedisBackend {
   /** True when `appendonly yes` + `appendfsync always` were verified at start. */
   readonly durable: boolean;
   readonly description: string;
+  /** Milliseconds one store operation may take before it fails with a {@link StoreFailure} (`--store-timeout`). */
+  readonly storeTimeoutMs: number;
 }
 
 /** A store every service of one process shares. */
@@ -34,7 +39,16 @@ export interface BackendOptions {
   redis?: Omit<RedisConnectOptions, "url">;
   /** Redis key prefix (`--redis-key-prefix`, default `mecatl-drivers:`). */
   redisKeyPrefix?: string;
+  /**
+   * Milliseconds one store operation may take, retries included, before the
+   * call fails with UNAVAILABLE (`--store-timeout`, default
+   * {@link DEFAULT_STORE_TIMEOUT_MS}; issue 9).
+   */
+  storeTimeoutMs?: number;
 }
+
+/** Default of `--store-timeout`: 5 s. */
+export const DEFAULT_STORE_TIMEOUT_MS = 5000;
 
 /**
  * Opens the store named by `--store`.
@@ -44,12 +58,13 @@ export interface BackendOptions {
  */
 export async function openBackend(options: BackendOptions): Promise<Backend> {
   const store = options.store;
+  const storeTimeoutMs = options.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   if (store.startsWith("sqlite:")) {
     const path = store.slice("sqlite:".length);
     if (path === "") throw new StartupError("--store sqlite: needs a path, e.g. sqlite:./data/mecatl-drivers.sqlite");
     try {
       const db = await SqliteDatabase.open({ path });
-      return { kind: "sqlite", db, durable: path !== ":memory:", description: store };
+      return { kind: "sqlite", db, durable: path !== ":memory:", description: store, storeTimeoutMs };
     } catch (err) {
       throw new StartupError(`${(err as Error).message}; check that the directory is writable and the file is a mecatl-drivers database`);
     }
@@ -57,7 +72,7 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
   if (store.startsWith("redis://") || store.startsWith("rediss://")) {
     const keys = new RedisKeys(options.redisKeyPrefix ?? "mecatl-drivers:");
     const redis = await connectRedis({ ...options.redis, url: store });
-    return { kind: "redis", redis, keys, durable: (options.redis?.durability ?? "strict") === "strict", description: store };
+    return { kind: "redis", redis, keys, durable: (options.redis?.durability ?? "strict") === "strict", description: store, storeTimeoutMs };
   }
   throw new StartupError(`--store ${JSON.stringify(store)} is not a known store; use sqlite:PATH, sqlite::memory:, redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]`);
 }
