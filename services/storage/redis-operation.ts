@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
 import { randomBytes } from "node:crypto";
-import pRetry from "p-retry";
+import pRetry, { AbortError } from "p-retry";
 import { classifyRedisError, RedisAttemptTimeout } from "./redis-errors.js";
 import { opRecordTtlMs, runScript, runScriptBuffer, type OpRecord, type RedisScript } from "./redis-script.js";
 import { StoreFailure } from "./store-failure.js";
@@ -87,11 +87,13 @@ export class RedisOperation {
 
   private async attempt<T>(write: boolean, request: (redis: Redis) => Promise<T>): Promise<T> {
     let cause = "no attempt made";
+    let last: unknown = new RedisAttemptTimeout("no time left");
     try {
       return await pRetry(
         async () => {
           const left = this.remainingMs();
-          if (left <= 0) throw new RedisAttemptTimeout("no time left");
+          // Out of time before this attempt began: end with the last attempt's error.
+          if (left <= 0) throw new AbortError(last as Error);
           return await withinMs(Promise.resolve().then(() => request(this.redis)), left);
         },
         {
@@ -102,6 +104,7 @@ export class RedisOperation {
           randomize: true,
           maxRetryTime: Math.max(0, this.remainingMs()),
           onFailedAttempt: ({ error }) => {
+            last = error;
             const c = classifyRedisError(error);
             if (c.kind !== "retry") return;
             cause = c.cause;
