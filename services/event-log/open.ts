@@ -9,6 +9,6 @@ import type { EventLogStore } from "./store.js";
  * builds the process's one follow hub over it.
  */
 export function openEventLog(backend: Backend, limits: FollowLimits, gauge?: FollowerGauge): { store: EventLogStore; hub: FollowHub } {
-  const store = backend.kind === "sqlite" ? new SqliteEventLogStore(backend.db) : new RedisEventLogStore(backend.redis, backend.keys);
+  const store = backend.kind === "sqlite" ? new SqliteEventLogStore(backend.db) : new RedisEventLogStore(backend.redis, backend.keys, backend.storeTimeoutMs);
   return { store, hub: new FollowHub(store, limits, gauge) };
 }

@@ -1,14 +1,17 @@
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "../storage/redis-keys.js";
-import { runScript, redisScript } from "../storage/redis-script.js";
+import { RedisOperations } from "../storage/redis-operation.js";
+import { redisScript } from "../storage/redis-script.js";
 import type { SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
 
 /**
  * Saves a snapshot. Reads the time from the Redis server so every replica of
- * the driver stamps saves with one clock.
+ * the driver stamps saves with one clock. A write script: also takes the
+ * operation record (redis-script.ts `OP_RECORD_LUA`).
  * KEYS[1] snapshot hash, KEYS[2] session index (sorted set).
  * ARGV[1] session id, ARGV[2] format, ARGV[3] payload, ARGV[4] "1" to create only.
- * Returns 1 when stored, 0 when ARGV[4] is "1" and the session exists.
+ * Returns 1 when stored (recorded), 0 when ARGV[4] is "1" and the session
+ * exists (nothing written, not recorded).
  */
 const SAVE = redisScript({
   name: "mecatlSessionSave",
@@ -18,14 +21,16 @@ local t = redis.call('TIME')
 local us = t[1] .. string.format('%06d', tonumber(t[2]))
 redis.call('HSET', KEYS[1], 'format', ARGV[2], 'payload', ARGV[3], 'modified_us', us)
 redis.call('ZADD', KEYS[2], us, ARGV[1])
-return 1
+return op_done(1)
 `,
 });
 
 /**
- * Deletes a session and all of its records, then tells whoever listens.
+ * Deletes a session and all of its records, then tells whoever listens. A
+ * write script (operation record, redis-script.ts `OP_RECORD_LUA`).
  * KEYS[1] session index, KEYS[2..] every key of the session.
  * ARGV[1] session id, ARGV[2..] channels to PUBLISH an empty message on.
+ * Returns 1 (recorded).
  */
 const DELETE = redisScript({
   name: "mecatlSessionDelete",
@@ -33,7 +38,7 @@ const DELETE = redisScript({
 redis.call('ZREM', KEYS[1], ARGV[1])
 for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
 for i = 2, #ARGV do redis.call('PUBLISH', ARGV[i], '') end
-return 1
+return op_done(1)
 `,
 });
 
@@ -47,36 +52,54 @@ function toBuffer(bytes: Uint8Array): Buffer {
  * Create are one script each, so the snapshot and its index entry change
  * together. Note the index is a separate slot from the session's keys: on a
  * Redis Cluster these scripts would need the index split per slot.
+ *
+ * Every call is a bounded {@link RedisOperations} operation: writes carry an
+ * operation record (exactly once across retries) and every call fails with
+ * a StoreFailure (UNAVAILABLE) after `--store-timeout`.
  */
 export class RedisSessionStore implements SessionStore {
-  constructor(
-    private readonly redis: Redis,
-    private readonly keys: RedisKeys,
-  ) {}
+  private readonly ops: RedisOperations;
 
-  async save(sessionId: string, snapshot: StoredSnapshot): Promise<void> {
-    await runScript(this.redis, SAVE, [this.keys.snapshot(sessionId), this.keys.sessionIndex()], [sessionId, snapshot.format, toBuffer(snapshot.payload), "0"]);
+  /** @param storeTimeoutMs `--store-timeout` in milliseconds. */
+  constructor(
+    redis: Redis,
+    private readonly keys: RedisKeys,
+    storeTimeoutMs: number,
+  ) {
+    this.ops = new RedisOperations(redis, storeTimeoutMs);
   }
 
-  async create(sessionId: string, snapshot: StoredSnapshot): Promise<boolean> {
-    const r = await runScript(this.redis, SAVE, [this.keys.snapshot(sessionId), this.keys.sessionIndex()], [sessionId, snapshot.format, toBuffer(snapshot.payload), "1"]);
-    return r === 1;
+  private async put(sessionId: string, snapshot: StoredSnapshot, createOnly: boolean): Promise<boolean> {
+    const op = this.ops.begin();
+    const keys = [this.keys.snapshot(sessionId), this.keys.sessionIndex()];
+    const args = [sessionId, snapshot.format, toBuffer(snapshot.payload), createOnly ? "1" : "0"];
+    return (await op.script(SAVE, keys, args, op.record(this.keys.sessionOp(sessionId, op.id)))) === 1;
+  }
+
+  async save(sessionId: string, snapshot: StoredSnapshot): Promise<void> {
+    await this.put(sessionId, snapshot, false);
+  }
+
+  create(sessionId: string, snapshot: StoredSnapshot): Promise<boolean> {
+    return this.put(sessionId, snapshot, true);
   }
 
   async load(sessionId: string): Promise<StoredSnapshot | undefined> {
-    const [format, payload] = await this.redis.hmgetBuffer(this.keys.snapshot(sessionId), "format", "payload");
+    const [format, payload] = await this.ops.read((r) => r.hmgetBuffer(this.keys.snapshot(sessionId), "format", "payload"));
     if (format === null || payload === null) return undefined;
     return { format: format.toString("utf8"), payload };
   }
 
   async list(): Promise<StoredSessionInfo[]> {
-    const flat = await this.redis.zrange(this.keys.sessionIndex(), 0, -1, "WITHSCORES");
+    const flat = await this.ops.read((r) => r.zrange(this.keys.sessionIndex(), 0, -1, "WITHSCORES"));
     const out: StoredSessionInfo[] = [];
     for (let i = 0; i + 1 < flat.length; i += 2) out.push({ sessionId: flat[i]!, modifiedAtMicros: Number(flat[i + 1]) });
     return out;
   }
 
   async delete(sessionId: string): Promise<void> {
-    await runScript(this.redis, DELETE, [this.keys.sessionIndex(), ...this.keys.sessionData(sessionId)], [sessionId, ...this.keys.sessionDeleteChannels(sessionId)]);
+    const op = this.ops.begin();
+    const keys = [this.keys.sessionIndex(), ...this.keys.sessionData(sessionId)];
+    await op.script(DELETE, keys, [sessionId, ...this.keys.sessionDeleteChannels(sessionId)], op.record(this.keys.sessionOp(sessionId, op.id)));
   }
 }

@@ -17,7 +17,9 @@ export interface StoredSessionInfo {
  * The backend-neutral session store behind SessionStoreService
  * (wire-contract.md section 2.5). Implementations only store; validation and
  * status mapping live in service.ts. Every write resolves only once durable.
- * Any rejection is an infrastructure failure (INTERNAL).
+ * A rejection is an infrastructure failure, normally
+ * a StoreFailure (storage/store-failure.ts: UNAVAILABLE or RESOURCE_EXHAUSTED;
+ * it says when a write may have been applied), anything else INTERNAL.
  */
 export interface SessionStore {
   /** Upserts the snapshot and records the save time. */

@@ -3,6 +3,7 @@ import { EventEmitter } from "node:events";
 import { readFileSync } from "node:fs";
 import { isLoopbackHost } from "../server/addresses.js";
 import { defineRedisScripts, guardRedisWrites } from "./redis-script.js";
+import { StoreFailure } from "./store-failure.js";
 
 /** How strictly the Redis server's persistence is checked at start (DESIGN.md principle 1). */
 export type RedisDurability = "strict" | "relaxed";
@@ -23,6 +24,13 @@ export interface RedisConnectOptions {
   durability?: RedisDurability;
   /** Milliseconds to wait for the first connection (default 5000). */
   connectTimeoutMs?: number;
+  /**
+   * `--store-timeout` in milliseconds: a connection that has commands in
+   * flight and receives nothing for this long is taken for dead, closed and
+   * reopened (ioredis `socketTimeout`), so a stalled or black-holed
+   * connection does not hold every later command. Default: no limit.
+   */
+  storeTimeoutMs?: number;
 }
 
 /**
@@ -100,8 +108,16 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
     tls: target.tls ? { ca, servername: target.host, minVersion: "TLSv1.2" } : undefined,
     lazyConnect: true,
     enableAutoPipelining: true,
-    maxRetriesPerRequest: 1,
-    enableOfflineQueue: true,
+    // Exactly-once and bounded calls (issue 9; storage/redis-operation.ts retries,
+    // with the same operation id, until --store-timeout): ioredis must never send
+    // a command again by itself (a lost reply would apply it twice), must fail a
+    // command in flight as soon as its connection closes (maxRetriesPerRequest 0:
+    // the command may have been applied), and must refuse at once a command while
+    // disconnected (no offline queue: certainly not applied) rather than hold it.
+    autoResendUnfulfilledCommands: false,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    socketTimeout: options.storeTimeoutMs,
     connectTimeout: options.connectTimeoutMs ?? 5000,
     retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
   };
@@ -141,7 +157,7 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
     const watch = new DurabilityWatch(redis);
     watches.set(redis, watch);
     guardRedisWrites(redis, () => {
-      if (watch.problem !== undefined) throw new Error(`write refused: ${watch.problem}`);
+      if (watch.problem !== undefined) throw new StoreFailure("not_durable", `Redis is not known to be durable, the write was refused and nothing was written: ${watch.problem}`);
     });
   }
   // Before any service command: see defineRedisScripts for why this cannot wait for first use.

@@ -70,6 +70,19 @@ export class RedisKeys {
     return [this.snapshot(sessionId), this.eventLogMeta(sessionId), this.eventLog(sessionId)];
   }
 
+  /**
+   * String holding the recorded reply of one write operation on one session
+   * (its snapshot, event log or lease), for the replay of
+   * a retried operation (`OP_RECORD_LUA` in redis-script.ts); expires after
+   * `opRecordTtlMs`. Not in
+   * {@link sessionData}: it expires on its own.
+   *
+   * @param opId the operation id (16 hex characters) the server chose for the RPC.
+   */
+  sessionOp(sessionId: string, opId: string): string {
+    return `${this.base}session:{${sessionId}}:op:${opId}`;
+  }
+
   /** Channels told (with an empty message) when the session is deleted, so followers elsewhere notice. */
   sessionDeleteChannels(sessionId: string): string[] {
     return [this.eventLogChannel(sessionId)];
@@ -82,6 +95,17 @@ export class RedisKeys {
    */
   schedule(name: string): string {
     return `${this.base}schedule:{${name}}`;
+  }
+
+  /**
+   * String holding the recorded reply of one write operation on one
+   * schedule (every schedule mutation, fire records included, is keyed by its
+   * schedule's name); expires after `opRecordTtlMs`.
+   *
+   * @param opId the operation id (16 hex characters) the server chose for the RPC.
+   */
+  scheduleOp(name: string, opId: string): string {
+    return `${this.base}schedule:{${name}}:op:${opId}`;
   }
 
   /** Set of the fire ids whose record names this schedule (ListFires index). */

@@ -39,8 +39,8 @@ describe("a strict-mode server whose Redis stops being durable", () => {
       await admin.client("KILL", "TYPE", "normal", "SKIPME", "yes");
       await waitFor(() => server!.stderr.some((l) => l.includes("Redis is no longer durable")), 10_000, "the server to find Redis not durable");
       expect(await status()).toBe(Status.NOT_SERVING);
-      await expectCode(events.append({ sessionId: "dur", event: ev({ n: 2 }) }), Code.Internal);
-      await expectCode(sessions.save({ sessionId: "dur", snapshot: { format: "sessnap-json/1", payload: new Uint8Array([1]) } }), Code.Internal);
+      await expectCode(events.append({ sessionId: "dur", event: ev({ n: 2 }) }), Code.Unavailable);
+      await expectCode(sessions.save({ sessionId: "dur", snapshot: { format: "sessnap-json/1", payload: new Uint8Array([1]) } }), Code.Unavailable);
       expect(await readAfterAll(events, { sessionId: "dur" })).toHaveLength(1);
       await expectCode(sessions.load({ sessionId: "dur" }), Code.NotFound);
 
