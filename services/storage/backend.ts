@@ -71,19 +71,32 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
   }
   if (store.startsWith("redis://") || store.startsWith("rediss://")) {
     const keys = new RedisKeys(options.redisKeyPrefix ?? "mecatl-drivers:");
-    const redis = await connectRedis({ ...options.redis, url: store });
+    const redis = await connectRedis({ ...options.redis, url: store, durabilityCheckTimeoutMs: storeTimeoutMs });
     return { kind: "redis", redis, keys, durable: (options.redis?.durability ?? "strict") === "strict", description: store, storeTimeoutMs };
   }
   throw new StartupError(`--store ${JSON.stringify(store)} is not a known store; use sqlite:PATH, sqlite::memory:, redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]`);
 }
 
 /**
- * True when the backend can currently serve requests: SQLite worker alive;
- * Redis connected and, in strict mode, still found durable.
+ * Why writes to the backend cannot succeed now, or undefined when they can
+ * (issue 9): SQLite worker stopped, database closed or disk full
+ * (`SqliteDatabase.problem`); Redis not connected or, in strict mode, not
+ * found durable by the last check (`DurabilityWatch.problem`) or not yet
+ * checked since it reconnected. One sentence,
+ * stable while the condition lasts (logged once per change).
  */
+export function backendProblem(backend: Backend): string | undefined {
+  if (backend.kind === "sqlite") return backend.db.healthy ? undefined : "the SQLite worker stopped";
+  const lost = "Redis connection lost; reconnecting (and, in strict mode, verifying durability again)";
+  if (backend.redis.status !== "ready") return lost;
+  const watch = durabilityWatch(backend.redis);
+  if (watch === undefined) return undefined;
+  return watch.problem ?? (watch.verified ? undefined : lost);
+}
+
+/** True when {@link backendProblem} finds nothing: health is SERVING. */
 export function backendHealthy(backend: Backend): boolean {
-  if (backend.kind === "sqlite") return backend.db.healthy;
-  return backend.redis.status === "ready" && durabilityWatch(backend.redis)?.problem === undefined;
+  return backendProblem(backend) === undefined;
 }
 
 /**

@@ -74,8 +74,8 @@ function runner(redis: Redis, script: RedisScript, buffers: boolean): ScriptRunn
  * Runs `script` with the given KEYS and ARGV; string replies come back as
  * JavaScript strings.
  *
- * @throws the Redis error (e.g. connection lost), or the write guard's error,
- *   which services map to INTERNAL.
+ * @throws the Redis error (e.g. connection lost), or the write guard's error
+ *   (`StoreFailure("not_durable")`, UNAVAILABLE) before anything is sent.
  */
 export function runScript(redis: Redis, script: RedisScript, keys: string[], args: Array<string | Buffer | Uint8Array | number>): Promise<unknown> {
   return runner(redis, script, false)(keys.length, ...keys, ...args);
