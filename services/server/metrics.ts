@@ -24,10 +24,10 @@ export class Metrics {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60],
     registers: [this.registry],
   });
-  /** 1 while the backend answers, 0 otherwise. */
+  /** 1 while the store can take writes, 0 while it makes health NOT_SERVING (storage/backend.ts `backendProblem`). */
   readonly backendUp = new Gauge({
     name: "mecatl_drivers_backend_up",
-    help: "1 while the storage backend is reachable",
+    help: "1 while the storage backend can take writes (reachable, durable, disk not full)",
     labelNames: ["backend"] as const,
     registers: [this.registry],
   });
