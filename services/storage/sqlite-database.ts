@@ -29,7 +29,7 @@ export interface SqliteOpenOptions {
   busyTimeoutMs?: number;
 }
 
-/** Milliseconds between two write probes while the disk is full (see {@link SqliteDatabase.problem}). */
+/** Milliseconds between two write probes while writes fail for lack of space or an I/O error (see {@link SqliteDatabase.problem}). */
 export const DISK_PROBE_INTERVAL_MS = 1000;
 
 /** One call waiting for the worker's answer. */
@@ -50,13 +50,14 @@ interface PendingCall {
  * Emits `notify` events `(topic: string, data: unknown)` for changes the
  * committed operations reported (used by event-log follow), and `health`
  * whenever {@link problem} changes: the worker died (every call then rejects),
- * or the disk filled up or has room again.
+ * or writes started failing (disk full, I/O error) or succeed again.
  *
  * Every call has a deadline (`storeTimeoutMs`); infrastructure errors reach
  * the caller as {@link StoreFailure}s classified by sqlite-failure.ts
- * (issue 9). After a write fails because the disk is full, a tiny write is
- * probed every {@link DISK_PROBE_INTERVAL_MS} ms (sqlite-probe.ts) until one
- * succeeds, so that health turns SERVING again as soon as writes can.
+ * (issue 9). After an operation fails because the disk is full or with an
+ * I/O error, a tiny write is probed every {@link DISK_PROBE_INTERVAL_MS} ms
+ * (sqlite-probe.ts) until one succeeds, so that health turns SERVING again as
+ * soon as writes can.
  */
 export class SqliteDatabase extends EventEmitter {
   private nextId = 1;
@@ -68,8 +69,8 @@ export class SqliteDatabase extends EventEmitter {
   private closed: Promise<void> | undefined;
   /** Fires at the earliest deadline of {@link pending}. */
   private deadlineTimer: NodeJS.Timeout | undefined;
-  /** Why writes cannot succeed for lack of space, while a probe has not yet found room. */
-  private diskFull: string | undefined;
+  /** Why writes cannot succeed (disk full, I/O error), until a probe write succeeds. */
+  private writeProblem: string | undefined;
   private probeTimer: NodeJS.Timeout | undefined;
   private probing = false;
 
@@ -126,13 +127,14 @@ export class SqliteDatabase extends EventEmitter {
 
   /**
    * Why writes cannot succeed now, or undefined when they can: the worker
-   * stopped, the database is closed, or the disk is full (until a probe write
+   * stopped, the database is closed, or an operation failed because the disk
+   * is full or the files could not be read or written (until a probe write
    * succeeds). Health is NOT_SERVING while it is set (issue 9).
    */
   get problem(): string | undefined {
     if (this.failure !== undefined) return this.failure.message;
     if (this.closed !== undefined) return "the SQLite database is closed";
-    return this.diskFull;
+    return this.writeProblem;
   }
 
   /** True when {@link problem} is undefined. */
@@ -224,23 +226,31 @@ export class SqliteDatabase extends EventEmitter {
       for (const n of m.notifications ?? []) this.emit("notify", n.topic, n.data);
     } else if (m.type === "probe") {
       this.probing = false;
-      if (m.result?.ok === true) this.setDiskFull(undefined);
+      if (m.result?.ok === true) this.setWriteProblem(undefined);
     } else if (m.type === "closed") {
       this.port.close();
     }
   }
 
-  /** The error a failed operation rejects with; a full disk also turns health NOT_SERVING until a probe finds room. */
+  /**
+   * The error a failed operation rejects with. A full disk or an I/O error
+   * also turns health NOT_SERVING until a probe write succeeds (out of memory
+   * and a lock held elsewhere pass by themselves and do not).
+   */
   private failureOf(code: string | undefined, message: string, write: boolean): Error {
     const failure = sqliteFailure(code, message, write ? this.context.write : this.context.read);
     if (failure === undefined) return new Error(message);
-    if (isStoreFailure(failure, "disk_full")) this.setDiskFull("the disk holding the SQLite database is full; writes fail until there is room again");
+    if (isStoreFailure(failure, "disk_full") && !code!.startsWith("SQLITE_NOMEM")) {
+      this.setWriteProblem("the disk holding the SQLite database is full; writes fail until there is room again");
+    } else if (isStoreFailure(failure, "io_error")) {
+      this.setWriteProblem(`the SQLite database cannot use its files (${code}); writes fail until a probe write succeeds`);
+    }
     return failure;
   }
 
-  private setDiskFull(problem: string | undefined): void {
-    if (problem === this.diskFull || (problem !== undefined && this.diskFull !== undefined)) return;
-    this.diskFull = problem;
+  private setWriteProblem(problem: string | undefined): void {
+    if (problem === this.writeProblem || (problem !== undefined && this.writeProblem !== undefined)) return;
+    this.writeProblem = problem;
     if (problem === undefined) {
       clearInterval(this.probeTimer);
       this.probeTimer = undefined;

@@ -29,7 +29,7 @@ export type ProbeResult = { ok: true } | { ok: false; code: string | undefined; 
 
 /**
  * Checks cheaply whether a write can succeed now (issue 9, health after a full
- * disk): at least {@link PROBE_MIN_FREE_BYTES} free on the file system of
+ * disk or an I/O error): at least {@link PROBE_MIN_FREE_BYTES} free on the file system of
  * `path` (statfs; skipped for `:memory:`), then one tiny write committed in
  * its own transaction. Run on the SQLite worker, between group commits.
  * Never throws.

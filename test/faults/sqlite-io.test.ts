@@ -10,7 +10,8 @@ import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { ev, readAfterAll } from "../helpers/event-log.js";
 import { waitFor } from "../helpers/wait.js";
-import { timed } from "../helpers/observe.js";
+import { overallHealth, timed, ServingStatus as Status, type TimedOutcome } from "../helpers/observe.js";
+import { DISK_PROBE_INTERVAL_MS } from "../../services/storage/sqlite-database.js";
 
 /** `--store-timeout` of these servers. */
 const STORE_TIMEOUT_MS = 1000;
@@ -20,13 +21,14 @@ const MARGIN_MS = 3000;
 const stracePresent = spawnSync("strace", ["-V"]).status === 0;
 
 /**
- * An SQLite store that does not answer in time (issue 9): the call must end
- * with UNAVAILABLE within `--store-timeout` (plus scheduling slack), saying
- * whether the write may still happen. Before, a write waited for the lock for
- * the fixed 5 s busy timeout and then failed as INTERNAL, and a stalled disk
- * held every call for as long as it stalled.
+ * An SQLite store that does not answer in time or cannot write its files
+ * (issue 9): the call must end with UNAVAILABLE within `--store-timeout`
+ * (plus scheduling slack), saying whether the write may still happen. Before,
+ * a write waited for the lock for the fixed 5 s busy timeout and then failed
+ * as INTERNAL, a stalled disk held every call for as long as it stalled, and
+ * an I/O error was INTERNAL with health SERVING.
  */
-describe("SQLite stalls", () => {
+describe("SQLite stalls and I/O errors", () => {
   let dir = "";
   let server: ServerProcess | undefined;
   let tracer: ChildProcess | undefined;
@@ -87,5 +89,32 @@ describe("SQLite stalls", () => {
     tracer.kill("SIGKILL");
     // The outcome was unknown, not negative: the commit finishes once the disk answers.
     await waitFor(async () => (await readAfterAll(events, { sessionId: "stall" })).length === 2, 10_000, "the stalled write to commit");
+  });
+
+  test.skipIf(!stracePresent)("writes that get EIO: UNAVAILABLE, health NOT_SERVING, nothing written; SERVING again once writes succeed", async () => {
+    dir = mkdtempSync(join(tmpdir(), "mecatl-sqlite-"));
+    server = await startServer(["--store", `sqlite:${join(dir, "store.sqlite")}`, "--store-timeout", `${STORE_TIMEOUT_MS}ms`]);
+    const events = grpcClient(EventLogService, server.address);
+    await events.append({ sessionId: "eio", event: ev({ n: 1 }) });
+
+    // Every write(2)-family call of the server now fails with EIO.
+    tracer = spawn("strace", ["-f", "-qq", "-p", String(server.proc.pid), "-e", "trace=pwrite64,pwritev,pwritev2", "-e", "inject=pwrite64,pwritev,pwritev2:error=EIO"], { stdio: ["ignore", "ignore", "ignore"] });
+    let failed: TimedOutcome | undefined;
+    let acknowledged = 1;
+    await waitFor(async () => {
+      const r = await timed(events.append({ sessionId: "eio", event: ev({ n: 2 }) }));
+      if (r.error !== undefined) failed = r;
+      else acknowledged++;
+      return failed !== undefined;
+    }, 10_000, "a write to fail once strace injects EIO");
+    expect(failed!.error!.code, failed!.error!.message).toBe(Code.Unavailable);
+    expect(failed!.error!.rawMessage).toContain("failed to read or write its files");
+    expect(failed!.ms).toBeLessThan(STORE_TIMEOUT_MS + MARGIN_MS);
+    await waitFor(async () => (await overallHealth(server!.address)) === Status.NOT_SERVING, MARGIN_MS, "NOT_SERVING after an I/O error");
+
+    tracer.kill("SIGKILL");
+    await waitFor(async () => (await overallHealth(server!.address)) === Status.SERVING, DISK_PROBE_INTERVAL_MS + MARGIN_MS, "SERVING once writes succeed again");
+    await events.append({ sessionId: "eio", event: ev({ n: 3 }) });
+    expect(await readAfterAll(events, { sessionId: "eio" })).toHaveLength(acknowledged + 1);
   });
 });
