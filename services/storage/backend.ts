@@ -71,7 +71,7 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
   }
   if (store.startsWith("redis://") || store.startsWith("rediss://")) {
     const keys = new RedisKeys(options.redisKeyPrefix ?? "mecatl-drivers:");
-    const redis = await connectRedis({ ...options.redis, url: store, durabilityCheckTimeoutMs: storeTimeoutMs });
+    const redis = await connectRedis({ ...options.redis, url: store, storeTimeoutMs });
     return { kind: "redis", redis, keys, durable: (options.redis?.durability ?? "strict") === "strict", description: store, storeTimeoutMs };
   }
   throw new StartupError(`--store ${JSON.stringify(store)} is not a known store; use sqlite:PATH, sqlite::memory:, redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]`);

@@ -24,8 +24,12 @@ export interface RedisConnectOptions {
   durability?: RedisDurability;
   /** Milliseconds to wait for the first connection (default 5000). */
   connectTimeoutMs?: number;
-  /** Milliseconds one durability check may take before the server counts as not durable (default 5000; `--store-timeout`). */
-  durabilityCheckTimeoutMs?: number;
+  /**
+   * `--store-timeout` in milliseconds (default 5000). In strict mode one
+   * durability check may take half of it before the server counts as not
+   * durable ({@link durabilityCheckTimeoutMs}).
+   */
+  storeTimeoutMs?: number;
 }
 
 /**
@@ -143,7 +147,7 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
       redis.disconnect();
       throw err;
     }
-    const watch = new DurabilityWatch(redis, { timeoutMs: options.durabilityCheckTimeoutMs });
+    const watch = new DurabilityWatch(redis, { timeoutMs: durabilityCheckTimeoutMs(options.storeTimeoutMs ?? 5000) });
     watches.set(redis, watch);
     guardRedisWrites(redis, () => {
       const refusal = watch.refusal();
@@ -210,14 +214,24 @@ export function durabilityWatch(redis: Redis): DurabilityWatch | undefined {
   return watches.get(redis);
 }
 
+/**
+ * Milliseconds one durability check may take: half of `--store-timeout`
+ * (`storeTimeoutMs`), at least 1. Half, so that a Redis that stops answering
+ * is reported as "the durability check did not answer" (and writes are
+ * refused) before calls waiting on the same connection reach their own limit.
+ */
+export function durabilityCheckTimeoutMs(storeTimeoutMs: number): number {
+  return Math.max(1, Math.floor(storeTimeoutMs / 2));
+}
+
 /** Options for {@link DurabilityWatch}. */
 export interface DurabilityWatchOptions {
   /** Milliseconds between two periodic checks (default {@link DURABILITY_CHECK_MS}). */
   intervalMs?: number;
   /**
    * Milliseconds one check may take before it counts as failed: the server is
-   * then treated as not durable (default 5000; `connectRedis` passes
-   * `--store-timeout`).
+   * then treated as not durable (default 2500; `connectRedis` passes
+   * {@link durabilityCheckTimeoutMs}).
    */
   timeoutMs?: number;
 }
@@ -236,9 +250,8 @@ export interface DurabilityWatchOptions {
  * starts on schedule, and the result of the most recently started check that
  * has answered is the one in force (a late answer from an older check is
  * ignored). From a lost connection until a check on the new connection
- * passes, the server is not {@link verified}: {@link refusal} refuses every
- * write, including those that would otherwise wait in ioredis's offline queue
- * and reach a restarted server before its configuration was read.
+ * passes, the server is not {@link verified}, and {@link refusal} keeps
+ * writes from reaching a restarted server before its configuration was read.
  */
 export class DurabilityWatch extends EventEmitter {
   /** Why the server is not durable (or not known to be), from the last check that answered; undefined when it passed. */
@@ -261,7 +274,7 @@ export class DurabilityWatch extends EventEmitter {
     options: DurabilityWatchOptions = {},
   ) {
     super();
-    this.timeoutMs = options.timeoutMs ?? 5000;
+    this.timeoutMs = options.timeoutMs ?? 2500;
     redis.on("ready", () => void this.check());
     redis.on("close", () => {
       this.connection++;
@@ -276,14 +289,19 @@ export class DurabilityWatch extends EventEmitter {
   }
 
   /**
-   * Why a write must be refused now, or undefined when it may go: the
-   * connection is down (`unreachable`), the last check found a problem or did
-   * not answer (`not_durable`), or the server has not been checked since it
-   * reconnected (`not_durable`). Nothing has been sent when it refuses.
+   * Why a write must be refused now, or undefined when it may go: the last
+   * check found a problem or did not answer (`not_durable`), the server has
+   * not been checked since it reconnected (`not_durable`), or the connection
+   * is down and ioredis would hold the write in its offline queue, to send it
+   * on reconnect before any check can run (`unreachable`; without an offline
+   * queue ioredis refuses such a write itself). Nothing has been sent when it
+   * refuses.
    */
   refusal(): StoreFailure | undefined {
     const refused = "the write was refused and nothing was written";
-    if (this.redis.status !== "ready") return new StoreFailure("unreachable", `Redis is unreachable (connection lost, reconnecting); ${refused}`);
+    if (this.redis.status !== "ready") {
+      return this.redis.options.enableOfflineQueue ? new StoreFailure("unreachable", `Redis is unreachable (connection lost, reconnecting); ${refused}`) : undefined;
+    }
     if (this.problem !== undefined) return new StoreFailure("not_durable", `${this.problem}; ${refused}`);
     if (!this.verified) return new StoreFailure("not_durable", `Redis reconnected and its durability is not yet verified again; ${refused}`);
     return undefined;
