@@ -88,7 +88,7 @@ function readSecret(file: string | undefined, flag: string): string | undefined 
  * (DESIGN.md "Backends"). In strict mode a {@link DurabilityWatch} keeps
  * checking afterwards, and every write script is refused with a
  * StoreFailure (UNAVAILABLE) while it cannot vouch for the server
- * ({@link DurabilityWatch.refusal}). Every declared Lua script is defined on the
+ * ({@link DurabilityWatch.admit}). Every declared Lua script is defined on the
  * connection before it is returned. The client reconnects forever with capped
  * backoff after that; callers watch `status` for health.
  *
@@ -149,10 +149,7 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
     }
     const watch = new DurabilityWatch(redis, { timeoutMs: durabilityCheckTimeoutMs(options.storeTimeoutMs ?? 5000) });
     watches.set(redis, watch);
-    guardRedisWrites(redis, () => {
-      const refusal = watch.refusal();
-      if (refusal !== undefined) throw refusal;
-    });
+    guardRedisWrites(redis, () => watch.admit());
   }
   // Before any service command: see defineRedisScripts for why this cannot wait for first use.
   defineRedisScripts(redis);
@@ -242,7 +239,7 @@ export interface DurabilityWatchOptions {
  * may have been restarted with another configuration (say without
  * `appendonly`, and so without its data), and every `intervalMs` (a
  * `CONFIG SET`). Emits `change` whenever {@link problem} or {@link verified}
- * changes.
+ * changes, and `close` when the connection is lost.
  *
  * It fails closed. Every check has a time limit (`timeoutMs`), and a check
  * that does not answer in time counts as "not durable". Checks never wait for
@@ -250,8 +247,8 @@ export interface DurabilityWatchOptions {
  * starts on schedule, and the result of the most recently started check that
  * has answered is the one in force (a late answer from an older check is
  * ignored). From a lost connection until a check on the new connection
- * passes, the server is not {@link verified}, and {@link refusal} keeps
- * writes from reaching a restarted server before its configuration was read.
+ * passes, the server is not {@link verified}, and {@link admit} keeps writes
+ * from reaching a restarted server before its configuration was read.
  */
 export class DurabilityWatch extends EventEmitter {
   /** Why the server is not durable (or not known to be), from the last check that answered; undefined when it passed. */
@@ -276,9 +273,12 @@ export class DurabilityWatch extends EventEmitter {
     super();
     this.timeoutMs = options.timeoutMs ?? 2500;
     redis.on("ready", () => void this.check());
+    // Writes waiting in admit() listen too, any number of them.
+    this.setMaxListeners(0);
     redis.on("close", () => {
       this.connection++;
       this.update(this.problem, false);
+      this.emit("close");
     });
     redis.once("end", () => clearInterval(this.timer));
     this.timer = setInterval(() => {
@@ -289,12 +289,13 @@ export class DurabilityWatch extends EventEmitter {
   }
 
   /**
-   * Why a write must be refused now, or undefined when it may go: the last
-   * check found a problem or did not answer (`not_durable`), the server has
-   * not been checked since it reconnected (`not_durable`), or the connection
-   * is down and ioredis would hold the write in its offline queue, to send it
-   * on reconnect before any check can run (`unreachable`; without an offline
-   * queue ioredis refuses such a write itself). Nothing has been sent when it
+   * Why a write must be refused now, or undefined when it need not be: the
+   * last check found a problem or did not answer (`not_durable`), or the
+   * connection is down and ioredis would hold the write in its offline
+   * queue, to send it on reconnect before any check can run (`unreachable`;
+   * without an offline queue ioredis refuses such a write itself). A write
+   * while the server is not yet checked again after a reconnect waits for
+   * that check instead ({@link admit}). Nothing has been sent when it
    * refuses.
    */
   refusal(): StoreFailure | undefined {
@@ -303,8 +304,47 @@ export class DurabilityWatch extends EventEmitter {
       return this.redis.options.enableOfflineQueue ? new StoreFailure("unreachable", `Redis is unreachable (connection lost, reconnecting); ${refused}`) : undefined;
     }
     if (this.problem !== undefined) return new StoreFailure("not_durable", `${this.problem}; ${refused}`);
-    if (!this.verified) return new StoreFailure("not_durable", `Redis reconnected and its durability is not yet verified again; ${refused}`);
     return undefined;
+  }
+
+  /**
+   * Decides whether a write may be sent now (the write guard of every write
+   * script, redis-script.ts): throws {@link refusal} when there is one;
+   * returns undefined when the write may go at once; and while the
+   * connection is ready but not yet checked since it reconnected, returns a
+   * promise that resolves once that check passes, or rejects with the
+   * refusal it leads to (a problem, a check that did not answer, the
+   * connection lost again). It settles within the check's time limit.
+   */
+  admit(): void | Promise<void> {
+    const refusal = this.refusal();
+    if (refusal !== undefined) throw refusal;
+    if (this.redis.status !== "ready" || this.verified) return undefined;
+    return new Promise<void>((resolve, reject) => {
+      const settle = () => {
+        const pending = this.redis.status === "ready" && !this.verified && this.problem === undefined;
+        if (pending && !late) return;
+        this.off("change", settle);
+        this.off("close", settle);
+        clearTimeout(timer);
+        const r = pending ? this.pendingRefusal() : this.refusal();
+        if (r === undefined) resolve();
+        else reject(r);
+      };
+      let late = false;
+      const timer = setTimeout(() => {
+        late = true;
+        settle();
+      }, this.timeoutMs);
+      timer.unref();
+      this.on("change", settle);
+      this.on("close", settle);
+    });
+  }
+
+  /** The refusal for a write while the server has not been checked since it reconnected. */
+  private pendingRefusal(): StoreFailure {
+    return new StoreFailure("not_durable", "Redis reconnected and its durability is not yet verified again; the write was refused and nothing was written");
   }
 
   /**
