@@ -48,9 +48,10 @@ interface PendingCall {
  * for a write is after its group commit has been fsynced.
  *
  * Emits `notify` events `(topic: string, data: unknown)` for changes the
- * committed operations reported (used by event-log follow), and `health`
- * whenever {@link problem} changes: the worker died (every call then rejects),
- * or writes started failing (disk full, I/O error) or succeed again.
+ * committed operations reported (used by event-log follow), `fault`
+ * `(err: StoreFailure)` if the worker dies, after which every call rejects,
+ * and `health` whenever {@link problem} changes: the worker died, or writes
+ * started failing (disk full, I/O error) or succeed again.
  *
  * Every call has a deadline (`storeTimeoutMs`); infrastructure errors reach
  * the caller as {@link StoreFailure}s classified by sqlite-failure.ts
@@ -275,6 +276,7 @@ export class SqliteDatabase extends EventEmitter {
     this.pending.clear();
     clearTimeout(this.deadlineTimer);
     clearInterval(this.probeTimer);
+    this.emit("fault", this.failure);
     this.emit("health");
   }
 }

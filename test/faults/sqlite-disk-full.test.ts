@@ -1,6 +1,5 @@
 import { afterAll, describe, expect, test } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
@@ -10,10 +9,10 @@ import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
 import { ev, readAfterAll } from "../helpers/event-log.js";
 import { waitFor } from "../helpers/wait.js";
-import { mountSmallDisk } from "../helpers/tmpfs.js";
+import { mountSmallFilesystem } from "../helpers/tmpfs.js";
 import { logEntries, metricSample, overallHealth, watchHealth, ServingStatus as Status } from "../helpers/observe.js";
 
-const mounted = mountSmallDisk(8 * 1024 * 1024);
+const mounted = mountSmallFilesystem(8);
 /** Slack for process scheduling on a shared machine. */
 const MARGIN_MS = 5000;
 
@@ -23,13 +22,13 @@ const MARGIN_MS = 5000;
  * lines in 10 s).
  */
 describe("SQLite on a full disk", () => {
-  test.skipIf("disk" in mounted)(`needs a small tmpfs: ${"reason" in mounted ? mounted.reason : ""}`, () => undefined);
+  test.skipIf(typeof mounted !== "string")(`needs a small tmpfs: ${typeof mounted === "string" ? mounted : ""}`, () => undefined);
 
-  const disk = "disk" in mounted ? mounted.disk : undefined;
+  const disk = typeof mounted === "string" ? undefined : mounted;
   let server: ServerProcess | undefined;
   afterAll(async () => {
     await server?.stop();
-    disk?.unmount();
+    disk?.remove();
   });
 
   test.runIf(disk !== undefined)(
@@ -48,7 +47,7 @@ describe("SQLite on a full disk", () => {
       };
       for (let n = 0; n < 3; n++) await append(n);
 
-      const filler = disk!.fill();
+      disk!.fill();
       // The WAL may still hold room for a few records; the first write that needs more fails.
       let n = 3;
       let first: ConnectError | undefined;
@@ -80,7 +79,7 @@ describe("SQLite on a full disk", () => {
       expect(await metricSample(server.metricsAddress!, 'mecatl_drivers_store_failures_total{kind="disk_full"}')).toBe(42);
 
       // Space is freed: the probe notices and writes succeed again.
-      rmSync(filler);
+      disk!.free();
       const freed = performance.now();
       await waitFor(async () => (await overallHealth(server!.address)) === Status.SERVING, DISK_PROBE_INTERVAL_MS + MARGIN_MS, "SERVING after space was freed");
       expect(performance.now() - freed).toBeLessThan(DISK_PROBE_INTERVAL_MS + MARGIN_MS);

@@ -1,70 +1,62 @@
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, openSync, writeSync, closeSync, rmSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-/** A small tmpfs mounted by a test, so that its disk can really fill up. */
-export interface SmallDisk {
-  /** The mount point. */
+/** A small tmpfs mounted by a test, to fill up on purpose. */
+export interface SmallFilesystem {
   dir: string;
-  /**
-   * Writes a filler file until the file system refuses with ENOSPC.
-   *
-   * @returns its path (delete it to free the space).
-   */
-  fill(): string;
+  /** Writes a filler file until the filesystem has no byte left (ENOSPC). */
+  fill(): void;
+  /** Removes the filler, freeing the space again. */
+  free(): void;
   /** Unmounts and removes the mount point. */
-  unmount(): void;
+  remove(): void;
 }
 
 /**
- * Mounts a tmpfs of `bytes` on a fresh directory (needs root, as CI has on
- * this machine).
+ * Mounts a tmpfs of `sizeMiB` MiB on a fresh directory (needs root:
+ * `mount -t tmpfs -o size=...`).
  *
- * @returns the disk, or the reason the mount was refused (not root, no
- *   `mount`, inside a container without CAP_SYS_ADMIN), for the test to report.
+ * @returns the filesystem, or a string saying why it cannot be mounted here
+ *   (the test then skips with that reason).
  */
-export function mountSmallDisk(bytes: number): { disk: SmallDisk } | { reason: string } {
-  const dir = mkdtempSync(join(tmpdir(), "mecatl-small-disk-"));
+export function mountSmallFilesystem(sizeMiB: number): SmallFilesystem | string {
+  const dir = mkdtempSync(join(tmpdir(), "mecatl-full-"));
   try {
-    execFileSync("mount", ["-t", "tmpfs", "-o", `size=${bytes}`, "tmpfs", dir], { stdio: ["ignore", "ignore", "pipe"] });
+    execFileSync("mount", ["-t", "tmpfs", "-o", `size=${sizeMiB}m`, "tmpfs", dir], { stdio: "pipe" });
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });
     const stderr = (err as { stderr?: Buffer }).stderr?.toString().trim();
-    return { reason: `cannot mount a ${bytes}-byte tmpfs (needs root): ${stderr || (err as Error).message}` };
+    return `cannot mount a ${sizeMiB} MiB tmpfs (${stderr || (err as Error).message}); this test needs root (CAP_SYS_ADMIN)`;
   }
+  const filler = join(dir, "filler");
   return {
-    disk: {
-      dir,
-      fill() {
-        const path = join(dir, `filler-${Date.now()}`);
-        const fd = openSync(path, "w");
-        const chunk = Buffer.alloc(64 * 1024, 1);
-        try {
+    dir,
+    fill() {
+      const fd = openSync(filler, "a");
+      try {
+        for (const size of [1 << 16, 1 << 12, 1]) {
+          const chunk = Buffer.alloc(size, 0x66);
           for (;;) {
             try {
               writeSync(fd, chunk);
             } catch (err) {
-              if ((err as NodeJS.ErrnoException).code !== "ENOSPC") throw err;
-              // Fill the last partial block too, byte by byte from 4 KiB down.
-              for (let size = 4096; size >= 1; size = Math.floor(size / 2)) {
-                try {
-                  for (;;) writeSync(fd, chunk, 0, size);
-                } catch (e) {
-                  if ((e as NodeJS.ErrnoException).code !== "ENOSPC") throw e;
-                }
-              }
-              return path;
+              if ((err as NodeJS.ErrnoException).code === "ENOSPC") break;
+              throw err;
             }
           }
-        } finally {
-          closeSync(fd);
         }
-      },
-      unmount() {
-        execFileSync("umount", [dir]);
-        rmSync(dir, { recursive: true, force: true });
-      },
+      } finally {
+        closeSync(fd);
+      }
+    },
+    free() {
+      rmSync(filler, { force: true });
+    },
+    remove() {
+      execFileSync("umount", ["-l", dir], { stdio: "pipe" });
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }
