@@ -51,8 +51,9 @@ describe("SQLite stalls and I/O errors", () => {
       other.exec("BEGIN IMMEDIATE");
       const write = await timed(events.append({ sessionId: "locked", event: ev({ n: 2 }) }));
       expect(write.error?.code, write.error?.message).toBe(Code.Unavailable);
-      expect(write.error?.rawMessage).toContain("locked by another connection");
-      expect(write.error?.rawMessage).toContain("nothing was written");
+      // The lock's own error (after the busy timeout, ¾ of --store-timeout) normally comes first; on a
+      // starved machine the call's deadline may win, and then the answer is "may still be committed".
+      expect(write.error?.rawMessage).toMatch(/locked by another connection for more than \d+ ms .*; nothing was written|did not finish the write within \d+ ms/);
       expect(write.ms).toBeLessThan(STORE_TIMEOUT_MS + MARGIN_MS);
       expect(await readAfterAll(events, { sessionId: "locked" })).toHaveLength(1);
     } finally {
