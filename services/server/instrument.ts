@@ -5,6 +5,7 @@ import type { AnyServiceImpl } from "./grpc-adapter.js";
 import type { TokenFile } from "./auth.js";
 import type { Metrics } from "./metrics.js";
 import type { Logger } from "./logger.js";
+import { recordStoreFailure } from "./store-failure-log.js";
 
 /** What {@link instrument} adds around every method. */
 export interface InstrumentOptions {
@@ -29,6 +30,7 @@ export function instrument(service: DescService, impl: AnyServiceImpl, options: 
     const labels = { service: service.typeName, method: method.name };
     const finish = (started: bigint, err: unknown) => {
       const ce = err === undefined ? undefined : toConnectError(err);
+      recordStoreFailure(options, `${service.name}/${method.name}`, err);
       options.metrics.rpcs.inc({ ...labels, code: ce === undefined ? "OK" : Code[ce.code] });
       options.metrics.rpcSeconds.observe(labels, Number(process.hrtime.bigint() - started) / 1e9);
       if (ce?.code === Code.Internal) {

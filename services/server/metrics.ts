@@ -1,10 +1,11 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { createServer, type Server } from "node:http";
+import { STORE_FAILURE_KINDS } from "../storage/store-failure.js";
 
 /**
  * The process's Prometheus metrics (DESIGN.md "Transport"): per-method call
- * counts by status code and latency, backend health and durability mode, and
- * live follow streams. Served as text on `--metrics-listen` at `/metrics`.
+ * counts by status code and latency, backend health and durability mode, store
+ * failures by kind, and live follow streams. Served as text on `--metrics-listen` at `/metrics`.
  */
 export class Metrics {
   readonly registry = new Registry();
@@ -23,11 +24,18 @@ export class Metrics {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60],
     registers: [this.registry],
   });
-  /** 1 while the backend answers, 0 otherwise. */
+  /** 1 while the store can take writes, 0 while it makes health NOT_SERVING (storage/backend.ts `backendProblem`). */
   readonly backendUp = new Gauge({
     name: "mecatl_drivers_backend_up",
-    help: "1 while the storage backend is reachable",
+    help: "1 while the storage backend can take writes (reachable, durable, disk not full)",
     labelNames: ["backend"] as const,
+    registers: [this.registry],
+  });
+  /** Store failures answered to callers, by StoreFailure kind (storage/store-failure.ts; issue 9). */
+  readonly storeFailures = new Counter({
+    name: "mecatl_drivers_store_failures_total",
+    help: "Calls that failed because of the store (infrastructure, not the request), by kind: unreachable, outcome_unknown, not_durable, disk_full, io_error",
+    labelNames: ["kind"] as const,
     registers: [this.registry],
   });
   /** 1 for the durability mode in force (`full` or `relaxed` / `none`). */
@@ -46,6 +54,8 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: "mecatl_drivers_" });
+    // Every kind is exported from the start, so that rate() sees the first failure.
+    for (const kind of STORE_FAILURE_KINDS) this.storeFailures.inc({ kind }, 0);
   }
 
   /**

@@ -5,11 +5,11 @@ import { existsSync, lstatSync, unlinkSync } from "node:fs";
 import { connect } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
-import { openBackend, backendHealthy, onBackendHealthChange, closeBackend, type BackendOptions, type Backend } from "../storage/backend.js";
-import { durabilityWatch, StartupError } from "../storage/redis-connection.js";
+import { openBackend, backendProblem, onBackendHealthChange, closeBackend, type BackendOptions, type Backend } from "../storage/backend.js";
+import { StartupError } from "../storage/redis-connection.js";
 import { mountOnGrpc, type AnyServiceImpl } from "./grpc-adapter.js";
 import { instrument } from "./instrument.js";
-import { HealthState, ServingStatus, healthService } from "./health.js";
+import { HealthState, ServingStatus, healthService, healthChangeLogger } from "./health.js";
 import { Metrics } from "./metrics.js";
 import { TokenFile } from "./auth.js";
 import { createLogger, type Logger } from "./logger.js";
@@ -137,11 +137,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const durabilityMode = !backend.durable ? (backend.kind === "sqlite" ? "none" : "relaxed") : "full";
   metrics.durability.set({ mode: durabilityMode }, 1);
   if (durabilityMode !== "full") logger.warn({ store: backend.description, durability: durabilityMode }, "writes are NOT durable: an acknowledged write can be lost");
-  const watch = backend.kind === "redis" ? durabilityWatch(backend.redis) : undefined;
-  watch?.on("change", () => {
-    if (watch.problem !== undefined) logger.error({ store: backend.description, problem: watch.problem }, "Redis is no longer durable: refusing writes until it is");
-    else logger.info({ store: backend.description }, "Redis is durable again: accepting writes");
-  });
 
   const moduleCleanup: Array<() => void | Promise<void>> = [];
   const ctx = { backend, settings: options.settings, logger, metrics, onClose: (fn: () => void | Promise<void>) => void moduleCleanup.push(fn) };
@@ -177,11 +172,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     }
 
     const updateHealth = () => {
-      const up = backendHealthy(backend);
-      metrics.backendUp.set({ backend: backend.kind }, up ? 1 : 0);
-      if (!closing) health.setAll(up ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+      const problem = backendProblem(backend);
+      metrics.backendUp.set({ backend: backend.kind }, problem === undefined ? 1 : 0);
+      if (closing) return;
+      health.setAll(problem === undefined ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+      logHealthChange(problem);
     };
     let closing = false;
+    const logHealthChange = healthChangeLogger(logger, backend.description);
     const stopWatching = onBackendHealthChange(backend, updateHealth);
     updateHealth();
     // Always logged, whatever --log-level says: supervisors and tests read the

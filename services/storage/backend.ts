@@ -63,7 +63,7 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
     const path = store.slice("sqlite:".length);
     if (path === "") throw new StartupError("--store sqlite: needs a path, e.g. sqlite:./data/mecatl-drivers.sqlite");
     try {
-      const db = await SqliteDatabase.open({ path });
+      const db = await SqliteDatabase.open({ path, storeTimeoutMs });
       return { kind: "sqlite", db, durable: path !== ":memory:", description: store, storeTimeoutMs };
     } catch (err) {
       throw new StartupError(`${(err as Error).message}; check that the directory is writable and the file is a mecatl-drivers database`);
@@ -78,12 +78,25 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
 }
 
 /**
- * True when the backend can currently serve requests: SQLite worker alive;
- * Redis connected and, in strict mode, still found durable.
+ * Why writes to the backend cannot succeed now, or undefined when they can
+ * (issue 9): SQLite worker stopped, database closed or disk full
+ * (`SqliteDatabase.problem`); Redis not connected or, in strict mode, not
+ * found durable by the last check (`DurabilityWatch.problem`) or not yet
+ * checked since it reconnected. One sentence,
+ * stable while the condition lasts (logged once per change).
  */
+export function backendProblem(backend: Backend): string | undefined {
+  if (backend.kind === "sqlite") return backend.db.problem;
+  const lost = "Redis connection lost; reconnecting (and, in strict mode, verifying durability again)";
+  if (backend.redis.status !== "ready") return lost;
+  const watch = durabilityWatch(backend.redis);
+  if (watch === undefined) return undefined;
+  return watch.problem ?? (watch.verified ? undefined : lost);
+}
+
+/** True when {@link backendProblem} finds nothing: health is SERVING. */
 export function backendHealthy(backend: Backend): boolean {
-  if (backend.kind === "sqlite") return backend.db.healthy;
-  return backend.redis.status === "ready" && durabilityWatch(backend.redis)?.problem === undefined;
+  return backendProblem(backend) === undefined;
 }
 
 /**
@@ -92,7 +105,7 @@ export function backendHealthy(backend: Backend): boolean {
  */
 export function onBackendHealthChange(backend: Backend, listener: () => void): () => void {
   const emitter = backend.kind === "sqlite" ? backend.db : backend.redis;
-  const events = backend.kind === "sqlite" ? ["fault"] : ["ready", "close", "end", "reconnecting", "error"];
+  const events = backend.kind === "sqlite" ? ["health"] : ["ready", "close", "end", "reconnecting", "error"];
   for (const e of events) emitter.on(e, listener);
   const watch = backend.kind === "redis" ? durabilityWatch(backend.redis) : undefined;
   watch?.on("change", listener);

@@ -81,16 +81,21 @@ export interface OpRecord {
   readonly ttlMs: number;
 }
 
-/** Per connection: a check run before every script that writes; it throws to refuse the write. */
-const writeGuards = new WeakMap<Redis, () => void>();
+/**
+ * Per connection: a check run before every script that writes. It throws to
+ * refuse the write, or returns a promise the write waits for (rejecting
+ * refuses it).
+ */
+const writeGuards = new WeakMap<Redis, () => void | Promise<void>>();
 
 /**
  * Installs `check` on `redis`: every script not marked `readOnly` runs it
- * first and fails with whatever it throws, before anything is sent. Used to
- * refuse writes while the server is not known to be durable
- * (redis-connection.ts).
+ * first and fails with whatever it throws, or waits for the promise it
+ * returns and fails if that rejects, before anything is sent. Used to refuse
+ * writes while the server is not known to be durable, and to hold them while
+ * it is checked again after a reconnect (redis-connection.ts).
  */
-export function guardRedisWrites(redis: Redis, check: () => void): void {
+export function guardRedisWrites(redis: Redis, check: () => void | Promise<void>): void {
   writeGuards.set(redis, check);
 }
 
@@ -128,12 +133,13 @@ export function defineRedisScripts(redis: Redis): void {
 }
 
 function runner(redis: Redis, script: RedisScript, buffers: boolean): ScriptRunner {
-  if (script.readOnly !== true) writeGuards.get(redis)?.();
+  const admitted = script.readOnly === true ? undefined : writeGuards.get(redis)?.();
   // Scripts not declared with redisScript (tests) are defined here, on first use.
   define(redis, script);
   const r = redis as unknown as Record<string, ScriptRunner>;
   const name = buffers ? `${script.name}Buffer` : script.name;
-  return r[name]!.bind(redis);
+  const run = r[name]!.bind(redis);
+  return admitted === undefined ? run : (...keysAndArgs) => admitted.then(() => run(...keysAndArgs));
 }
 
 type ScriptArg = string | Buffer | Uint8Array | number;

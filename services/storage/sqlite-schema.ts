@@ -23,6 +23,20 @@ export function applyPragmas(db: Database.Database, options: { busyTimeoutMs: nu
 }
 
 /**
+ * Ends the open transaction, if any, with ROLLBACK. After SQLITE_FULL,
+ * SQLITE_IOERR, SQLITE_BUSY or SQLITE_NOMEM SQLite may already have rolled it
+ * back by itself (https://sqlite.org/lang_transaction.html), and a ROLLBACK
+ * that finds nothing to undo is no error here. Never throws.
+ */
+export function rollbackIfOpen(db: Database.Database): void {
+  try {
+    if (db.inTransaction) db.exec("ROLLBACK");
+  } catch {
+    // the transaction is gone either way
+  }
+}
+
+/**
  * Applies every migration not yet recorded in `schema_migrations`, each in
  * one immediate transaction per component, and refuses to open a database whose
  * recorded version for a component is newer than this build knows.
