@@ -144,7 +144,8 @@ describe("--store redis://: parts that are not understood, and a database that d
   test.each([
     ["a query parameter", "/1?db=2", "query parameters"],
     ["a fragment", "/1#x", "fragment"],
-    ["a path that is not a database number", "/one", "database number"],
+    ["a path that is not a decimal database number", "/0x1", "database number"],
+    ["a database number in exponent form", "/1e1", "database number"],
     ["a nested path", "/1/2", "database number"],
     ["empty user info", "@", "credentials"],
   ])("%s", async (_label, part, expected) => {
