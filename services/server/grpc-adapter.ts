@@ -1,8 +1,9 @@
 import * as grpc from "@grpc/grpc-js";
-import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { create, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createHandlerContext, type HandlerContext } from "@connectrpc/connect";
 import { encodeStatusDetails } from "./status-details.js";
 import { toConnectError } from "../rpc/errors.js";
+import { decodeRequest } from "../rpc/decode-request.js";
 
 /**
  * A service implementation with loose method types, as the adapter sees it:
@@ -18,9 +19,10 @@ export type AnyServiceImpl = Record<string, (request: any, context: HandlerConte
  *
  * Requests are decoded with protobuf-es inside the handler so that a request
  * that is not valid protobuf (for example a `string` field holding invalid
- * UTF-8, wire-contract.md section 1) is answered INVALID_ARGUMENT rather than
- * INTERNAL. Errors become a gRPC status whose trailer carries
- * `grpc-status-details-bin` when the error has details. Only unary and
+ * UTF-8, wire-contract.md section 1) is answered INVALID_ARGUMENT naming the
+ * field (decode-request.ts) rather than INTERNAL. Errors become a gRPC
+ * status whose trailer carries `grpc-status-details-bin` when the error has
+ * details. Only unary and
  * server-streaming methods exist in `mecatl.driver.v1`; other kinds answer
  * UNIMPLEMENTED.
  *
@@ -83,14 +85,6 @@ function handlerContext(service: DescService, method: DescMethod, call: grpc.Ser
   return context;
 }
 
-function decodeRequest(method: DescMethod, bytes: Buffer) {
-  try {
-    return fromBinary(method.input, bytes);
-  } catch (err) {
-    throw new ConnectError(`request: not a valid ${method.input.typeName} message (${(err as Error).message})`, Code.InvalidArgument);
-  }
-}
-
 function encode(desc: DescMessage, message: unknown): Buffer {
   const bytes = toBinary(desc, create(desc, message as never));
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -106,7 +100,7 @@ async function runUnary(
   const context = handlerContext(service, method, call, undefined);
   try {
     if (fn === undefined) throw new ConnectError(`${method.name} is not implemented`, Code.Unimplemented);
-    const response = await fn(decodeRequest(method, call.request), context);
+    const response = await fn(decodeRequest(method.input, call.request), context);
     return encode(method.output, response);
   } finally {
     context.abort();
@@ -123,7 +117,7 @@ async function runServerStream(
   const context = handlerContext(service, method, call, shutdownSignal);
   try {
     if (fn === undefined) throw new ConnectError(`${method.name} is not implemented`, Code.Unimplemented);
-    const stream = fn(decodeRequest(method, call.request), context) as AsyncIterable<unknown>;
+    const stream = fn(decodeRequest(method.input, call.request), context) as AsyncIterable<unknown>;
     for await (const message of stream) {
       if (context.signal.aborted) break;
       if (!call.write(encode(method.output, message))) await drained(call, context.signal);

@@ -3,7 +3,7 @@ import ms from "ms";
 import { startServer, type ServerOptions } from "./server.js";
 import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
-import { DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
+import { DEFAULT_REDIS_KEY_PREFIX, DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
 import { MAX_LEASE_TTL_MS } from "../session-lease/rules.js";
 
 /**
@@ -53,6 +53,26 @@ function resolveServices(names: string[]): ServiceName[] {
   return names as ServiceName[];
 }
 
+/**
+ * Refuses Redis flags given with an SQLite store: they would be accepted and
+ * ignored (issue 10, deliverable 4).
+ *
+ * @throws StartupError naming the first such flag.
+ */
+function refuseRedisFlagsForSqlite(f: ServeFlags): void {
+  if (!f.store.startsWith("sqlite:")) return;
+  const given: Array<[string, boolean]> = [
+    ["--redis-username-file", f.redisUsernameFile !== undefined],
+    ["--redis-password-file", f.redisPasswordFile !== undefined],
+    ["--redis-tls-ca", f.redisTlsCa !== undefined],
+    ["--redis-allow-plaintext", f.redisAllowPlaintext],
+    ["--redis-durability", f.redisDurability !== "strict"],
+    ["--redis-key-prefix", f.redisKeyPrefix !== DEFAULT_REDIS_KEY_PREFIX],
+  ];
+  const flag = given.find(([, set]) => set)?.[0];
+  if (flag !== undefined) throw new StartupError(`${flag} applies to Redis stores only, and --store is ${JSON.stringify(f.store)}; drop the flag or use a redis:// or rediss:// --store`);
+}
+
 /** Flag values of `serve` as commander hands them over. */
 interface ServeFlags {
   listen: string;
@@ -82,11 +102,13 @@ interface ServeFlags {
  * Turns `serve` flags into {@link ServerOptions}.
  *
  * @throws StartupError for combinations no single flag parser can catch (a
- *   key without a certificate, an unknown service name).
+ *   key without a certificate, an unknown service name, a Redis flag with an
+ *   SQLite store).
  */
 export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOptions {
   if ((f.tlsCert === undefined) !== (f.tlsKey === undefined)) throw new StartupError("--tls-cert and --tls-key go together; give both or neither");
   if (f.tlsClientCa !== undefined && f.tlsCert === undefined) throw new StartupError("--tls-client-ca needs --tls-cert and --tls-key");
+  refuseRedisFlagsForSqlite(f);
   return {
     services: resolveServices(serviceArgs),
     listen: f.listen,
@@ -145,7 +167,7 @@ export function serveCommand(): Command {
         .choices(["strict", "relaxed"])
         .default("strict"),
     )
-    .option("--redis-key-prefix <prefix>", "prefix of every Redis key", "mecatl-drivers:")
+    .option("--redis-key-prefix <prefix>", "prefix of every Redis key", DEFAULT_REDIS_KEY_PREFIX)
     .addOption(
       new Option("--store-timeout <duration>", "longest one store operation may take (retries included) before the call fails with UNAVAILABLE")
         .default(DEFAULT_STORE_TIMEOUT_MS, "5s")

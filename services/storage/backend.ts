@@ -2,6 +2,7 @@ import type { Redis } from "ioredis";
 import { SqliteDatabase } from "./sqlite-database.js";
 import { connectRedis, durabilityWatch, StartupError, type RedisConnectOptions } from "./redis-connection.js";
 import { RedisKeys } from "./redis-keys.js";
+import { checkSqlitePath, parseSqliteStoreUrl } from "./sqlite-path.js";
 import type { StoreFailure } from "./store-failure.js";
 
 /** The embedded backend: one SQLite file (or a private in-memory database). */
@@ -47,30 +48,35 @@ export interface BackendOptions {
   storeTimeoutMs?: number;
 }
 
+/** Default of `--redis-key-prefix`. */
+export const DEFAULT_REDIS_KEY_PREFIX = "mecatl-drivers:";
+
 /** Default of `--store-timeout`: 5 s. */
 export const DEFAULT_STORE_TIMEOUT_MS = 5000;
 
 /**
  * Opens the store named by `--store`.
  *
- * @throws StartupError with a one-line remedy when the URL is unknown, the
- *   SQLite file cannot be opened, or Redis is unreachable or not durable.
+ * @throws StartupError with a one-line remedy when the URL is unknown or has a
+ *   part that is not understood, the SQLite path cannot hold a database (checked
+ *   before anything is created) or the file cannot be opened, or Redis is
+ *   unreachable, not durable, or lacks the database the URL names (issue 10).
  */
 export async function openBackend(options: BackendOptions): Promise<Backend> {
   const store = options.store;
   const storeTimeoutMs = options.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   if (store.startsWith("sqlite:")) {
-    const path = store.slice("sqlite:".length);
-    if (path === "") throw new StartupError("--store sqlite: needs a path, e.g. sqlite:./data/mecatl-drivers.sqlite");
+    const target = parseSqliteStoreUrl(store);
+    if (!target.memory) checkSqlitePath(store, target.path);
     try {
-      const db = await SqliteDatabase.open({ path, storeTimeoutMs });
-      return { kind: "sqlite", db, durable: path !== ":memory:", description: store, storeTimeoutMs };
+      const db = await SqliteDatabase.open({ path: target.path, storeTimeoutMs });
+      return { kind: "sqlite", db, durable: !target.memory, description: store, storeTimeoutMs };
     } catch (err) {
       throw new StartupError(`${(err as Error).message}; check that the directory is writable and the file is a mecatl-drivers database`);
     }
   }
   if (store.startsWith("redis://") || store.startsWith("rediss://")) {
-    const keys = new RedisKeys(options.redisKeyPrefix ?? "mecatl-drivers:");
+    const keys = new RedisKeys(options.redisKeyPrefix ?? DEFAULT_REDIS_KEY_PREFIX);
     const redis = await connectRedis({ ...options.redis, url: store, storeTimeoutMs });
     return { kind: "redis", redis, keys, durable: (options.redis?.durability ?? "strict") === "strict", description: store, storeTimeoutMs };
   }

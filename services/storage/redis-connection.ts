@@ -1,9 +1,12 @@
 import { Redis, type RedisOptions } from "ioredis";
 import { EventEmitter } from "node:events";
 import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
 import { isLoopbackHost } from "../server/addresses.js";
 import { defineRedisScripts, guardRedisWrites } from "./redis-script.js";
 import { StoreFailure } from "./store-failure.js";
+import { speaksPlaintextRedis } from "./redis-plaintext-probe.js";
+import { readCertificates } from "../../common/pem.js";
 
 /** How strictly the Redis server's persistence is checked at start (DESIGN.md principle 1). */
 export type RedisDurability = "strict" | "relaxed";
@@ -44,29 +47,44 @@ export class StartupError extends Error {
 }
 
 /**
- * Parses and checks a Redis store URL without connecting.
+ * Parses and checks a Redis store URL without connecting:
+ * `redis://HOST[:PORT][/DB]` or `rediss://...` (TLS), port 1-65535 (default
+ * 6379), DB a decimal database number (default 0; whether the server has it
+ * is checked on connect, see {@link verifyDatabase}). Nothing else is
+ * understood, so anything else is refused rather than ignored (issue 10,
+ * deliverable 4): user info (credentials come from files), a query string,
+ * a fragment, a path that is not a database number.
  *
- * @throws StartupError when the URL is malformed, carries credentials, or is
- *   cleartext to a non-loopback host without `allowPlaintext`.
+ * @throws StartupError naming `--store` and the fix when the URL is malformed,
+ *   has a part that is not understood, carries credentials, or is cleartext to
+ *   a non-loopback host without `allowPlaintext`.
  */
 export function parseRedisUrl(url: string, allowPlaintext: boolean): { host: string; port: number; db: number; tls: boolean } {
+  const quoted = JSON.stringify(url);
+  const form = "use redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]";
   let u: URL;
   try {
     u = new URL(url);
   } catch {
-    throw new StartupError(`--store ${JSON.stringify(url)} is not a valid URL; use redis://HOST:PORT[/DB]`);
+    throw new StartupError(`--store ${quoted} is not a valid URL; ${form}`);
   }
   const tls = u.protocol === "rediss:";
-  if (!tls && u.protocol !== "redis:") throw new StartupError(`--store ${JSON.stringify(url)}: the scheme must be redis:// or rediss://`);
-  if (u.username !== "" || u.password !== "") {
+  if (!tls && u.protocol !== "redis:") throw new StartupError(`--store ${quoted}: the scheme must be redis:// or rediss://`);
+  if (!/^rediss?:\/\//.test(url)) throw new StartupError(`--store ${quoted} is not understood; ${form}`);
+  if (u.username !== "" || u.password !== "" || /^rediss?:\/\/[^/?#]*@/.test(url)) {
     throw new StartupError("--store must not carry credentials; put them in files and pass --redis-username-file / --redis-password-file");
   }
+  if (url.includes("?")) throw new StartupError(`--store ${quoted}: query parameters are not understood; remove everything from the "?" (${form}; other settings are flags, see serve --help)`);
+  if (url.includes("#")) throw new StartupError(`--store ${quoted}: a fragment is not understood; remove everything from the "#" (${form})`);
   const host = u.hostname.replace(/^\[(.*)\]$/, "$1");
-  if (host === "") throw new StartupError(`--store ${JSON.stringify(url)} names no host`);
+  if (host === "") throw new StartupError(`--store ${quoted} names no host; ${form}`);
   const port = u.port === "" ? 6379 : Number(u.port);
+  if (port === 0) throw new StartupError(`--store ${quoted}: port 0 cannot be reached; give the port Redis listens on (default 6379)`);
   const dbText = u.pathname.replace(/^\//, "");
+  if (dbText !== "" && !/^(0|[1-9][0-9]{0,8})$/.test(dbText)) {
+    throw new StartupError(`--store ${quoted}: the path must be a database number such as /0 (the default) or /1, not ${JSON.stringify(u.pathname)}`);
+  }
   const db = dbText === "" ? 0 : Number(dbText);
-  if (!Number.isInteger(db) || db < 0) throw new StartupError(`--store ${JSON.stringify(url)}: the database number must be a non-negative integer`);
   if (!tls && !allowPlaintext && !isLoopbackHost(host)) {
     throw new StartupError(
       `refusing cleartext Redis to non-loopback host ${host}; use rediss:// (with --redis-tls-ca if needed) or pass --redis-allow-plaintext`,
@@ -102,14 +120,17 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
   const target = parseRedisUrl(options.url, options.allowPlaintext ?? false);
   const username = readSecret(options.usernameFile, "--redis-username-file");
   const password = readSecret(options.passwordFile, "--redis-password-file");
-  const ca = options.tlsCaFile === undefined ? undefined : readSecret(options.tlsCaFile, "--redis-tls-ca");
+  if (options.tlsCaFile !== undefined && !target.tls) throw new StartupError("--redis-tls-ca applies to rediss:// only; use a rediss:// --store or drop the flag");
+  const ca = options.tlsCaFile === undefined ? undefined : readCertificates(options.tlsCaFile, "--redis-tls-ca", StartupError).pem;
+  await refusePlaintextForTls(target, options.url);
   const redisOptions: RedisOptions = {
     host: target.host,
     port: target.port,
     db: target.db,
     username,
     password,
-    tls: target.tls ? { ca, servername: target.host, minVersion: "TLSv1.2" } : undefined,
+    // SNI carries names only (RFC 6066); Node warns on stderr when given an IP address.
+    tls: target.tls ? { ca, servername: isIP(target.host) === 0 ? target.host : undefined, minVersion: "TLSv1.2" } : undefined,
     lazyConnect: true,
     enableAutoPipelining: true,
     // Exactly-once and bounded calls (issue 9; storage/redis-operation.ts retries,
@@ -151,6 +172,12 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
         : `Redis at ${target.host}:${target.port} is not ready (${message}); retry once it has loaded its data`,
     );
   }
+  try {
+    await verifyDatabase(redis, target.db, options.url);
+  } catch (err) {
+    redis.disconnect();
+    throw err;
+  }
   if ((options.durability ?? "strict") === "strict") {
     try {
       await verifyDurability(redis);
@@ -165,6 +192,41 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
   // Before any service command: see defineRedisScripts for why this cannot wait for first use.
   defineRedisScripts(redis);
   return redis;
+}
+
+/**
+ * Fails when `rediss://` points at a Redis that speaks cleartext (see
+ * {@link speaksPlaintextRedis}), instead of letting the TLS handshake wait
+ * for the connect timeout.
+ *
+ * @throws StartupError naming `--store` and the likely cause (issue 10, deliverable 4).
+ */
+async function refusePlaintextForTls(target: { host: string; port: number; tls: boolean }, url: string): Promise<void> {
+  if (!target.tls || !(await speaksPlaintextRedis(target.host, target.port))) return;
+  throw new StartupError(
+    `--store ${JSON.stringify(url)}: Redis at ${target.host}:${target.port} answers in cleartext, not TLS; enable TLS on the server (tls-port) or use redis:// (with --redis-allow-plaintext for a non-loopback host)`,
+  );
+}
+
+/**
+ * Checks that the database named by the URL exists: ioredis sends `SELECT`
+ * on connect but ignores its failure and stays on database 0, which would mix
+ * this store with whatever lives there (issue 10). Database 0 always exists.
+ *
+ * @throws StartupError naming `--store`, the database count (`CONFIG GET
+ *   databases`, when allowed) and the fix.
+ */
+export async function verifyDatabase(redis: Redis, db: number, url: string): Promise<void> {
+  if (db === 0) return;
+  try {
+    await redis.select(db);
+  } catch (err) {
+    const count = await redis.config("GET", "databases").then((r) => (r as string[])[1], () => undefined);
+    const has = count === undefined ? "" : ` (it has ${count}: 0 to ${Number(count) - 1})`;
+    throw new StartupError(
+      `--store ${JSON.stringify(url)}: Redis has no database ${db}${has}: ${(err as Error).message}; choose a database that exists, or raise "databases" in the Redis configuration`,
+    );
+  }
 }
 
 /**
