@@ -1,6 +1,8 @@
 import { Command, Option, InvalidArgumentError } from "commander";
 import ms from "ms";
-import { startServer, type ServerOptions } from "./server.js";
+import bytes from "bytes";
+import { totalmem } from "node:os";
+import { startServer, MAX_MESSAGE_BYTES, type ServerOptions } from "./server.js";
 import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
 import { DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
@@ -43,6 +45,29 @@ export function parsePositiveInt(text: string): number {
   return n;
 }
 
+/**
+ * Parses a size flag such as `512MB`, `2GB` or `1048576` (bytes; units are
+ * powers of 1024, as the `bytes` package reads them).
+ *
+ * @throws InvalidArgumentError when the text is not a size of at least 1 byte.
+ */
+export function parseBytes(text: string): number {
+  const value = bytes.parse(text);
+  if (value === null || !Number.isSafeInteger(value) || value < 1) throw new InvalidArgumentError(`expected a size such as 512MB, 2GB or a number of bytes, got ${JSON.stringify(text)}`);
+  return value;
+}
+
+/**
+ * Default `--max-inflight-bytes`: a quarter of the memory this process may
+ * use (the cgroup limit when there is one, else the machine's memory), and at
+ * least room for two largest messages.
+ */
+export function defaultMaxInflightBytes(): number {
+  const constrained = process.constrainedMemory?.() ?? 0;
+  const memory = constrained > 0 ? Math.min(constrained, totalmem()) : totalmem();
+  return Math.max(Math.floor(memory / 4), 2 * MAX_MESSAGE_BYTES);
+}
+
 function resolveServices(names: string[]): ServiceName[] {
   if (names.length === 0 || names.includes("all")) return [...SERVICE_NAMES];
   for (const n of names) {
@@ -75,6 +100,12 @@ interface ServeFlags {
   redisKeyPrefix: string;
   shutdownGrace: number;
   storeTimeout: number;
+  keepaliveTime: number;
+  keepaliveTimeout: number;
+  maxStreamsPerConnection: number;
+  maxConnectionAge?: number;
+  maxConnectionAgeGrace: number;
+  maxInflightBytes: number;
   logLevel: string;
 }
 
@@ -109,6 +140,14 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
     },
     settings: { leaseTtlMs: f.leaseTtl, maxFollowers: f.maxFollowers, followBuffer: f.followBuffer },
     shutdownGraceMs: f.shutdownGrace,
+    connections: {
+      keepaliveTimeMs: f.keepaliveTime,
+      keepaliveTimeoutMs: f.keepaliveTimeout,
+      maxStreamsPerConnection: f.maxStreamsPerConnection,
+      maxConnectionAgeMs: f.maxConnectionAge,
+      maxConnectionAgeGraceMs: f.maxConnectionAgeGrace,
+    },
+    maxInflightBytes: f.maxInflightBytes,
     logLevel: f.logLevel,
   };
 }
@@ -150,6 +189,32 @@ export function serveCommand(): Command {
       new Option("--store-timeout <duration>", "longest one store operation may take (retries included) before the call fails with UNAVAILABLE")
         .default(DEFAULT_STORE_TIMEOUT_MS, "5s")
         .argParser(parseDuration),
+    )
+    .addOption(
+      new Option("--keepalive-time <duration>", "ping each gRPC connection this often; a peer that does not answer is dropped and its streams end")
+        .default(30_000, "30s")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option("--keepalive-timeout <duration>", "how long a keepalive ping may go unanswered before the connection is closed")
+        .default(10_000, "10s")
+        .argParser(parseDuration),
+    )
+    .option("--max-streams-per-connection <n>", "most concurrent calls (streams included) on one gRPC connection; clients queue further calls", parsePositiveInt, 2048)
+    .addOption(
+      new Option("--max-connection-age <duration>", "ask clients to reconnect after this long (±10%), so long-lived connections rebalance across replicas (default: never)").argParser(
+        parseDuration,
+      ),
+    )
+    .addOption(
+      new Option("--max-connection-age-grace <duration>", "time calls get to finish on a connection past --max-connection-age before it is closed (follow streams then resume elsewhere)")
+        .default(30_000, "30s")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option("--max-inflight-bytes <size>", "memory budget for request and answer bytes in flight (e.g. 512MB, 2GB); calls beyond it wait up to 2s, then RESOURCE_EXHAUSTED")
+        .default(defaultMaxInflightBytes(), "a quarter of the memory available")
+        .argParser(parseBytes),
     )
     .addOption(new Option("--shutdown-grace <duration>", "time unary calls get to finish after SIGTERM").default(10_000, "10s").argParser(parseDuration))
     .addOption(new Option("--log-level <level>", "log level").choices(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"))
