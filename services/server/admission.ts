@@ -134,9 +134,8 @@ function refuseHttp(req: AnyRequest, res: AnyResponse, err: ConnectError): void 
     (res as ServerResponse).writeHead(200, { "content-type": type, "grpc-status": String(err.code), "grpc-message": encodeURIComponent(err.rawMessage) });
   } else {
     // Connect: the error as JSON with the HTTP status the Connect protocol gives the code.
-    // HTTP/1.1: close the connection rather than read the unread body; HTTP/2 resets the stream by itself.
-    const close = req.httpVersionMajor === 1 ? { connection: "close" } : {};
-    (res as ServerResponse).writeHead(err.code === Code.Unauthenticated ? 401 : 429, { "content-type": "application/json", ...close });
+    // The unread body is discarded as it arrives (Node drains it after the answer), never buffered.
+    (res as ServerResponse).writeHead(err.code === Code.Unauthenticated ? 401 : 429, { "content-type": "application/json" });
     (res as ServerResponse).end(JSON.stringify({ code: err.code === Code.Unauthenticated ? "unauthenticated" : "resource_exhausted", message: err.rawMessage }));
     return;
   }

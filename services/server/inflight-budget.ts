@@ -9,12 +9,22 @@ import type { Gauge } from "prom-client";
 export const SMALL_CALL_BYTES = 64 * 1024;
 
 /**
+ * Copies of a message the server may hold at once, so each message byte is
+ * charged this many times: a request as received HTTP/2 frames, as the joined
+ * message and as the copy handed to the store; an answer as read from the
+ * store, encoded, and framed by grpc-js (measured with bench/inflight-burst.ts).
+ */
+export const HELD_COPIES = 3;
+
+/**
  * The process's memory budget for bytes in flight (`--max-inflight-bytes`,
  * issue 10 deliverable 3; DESIGN.md principle 6): request bytes from the
  * moment their message starts arriving, and answer bytes from the moment they
- * are encoded, until their call ends. A call whose bytes do not fit waits up
- * to `waitMs` for room (first come, first served), then fails with
- * RESOURCE_EXHAUSTED; bytes larger than the whole budget fail at once.
+ * are encoded, until their call ends, each charged {@link HELD_COPIES} times.
+ * A call whose bytes do not fit waits up to `waitMs` for room (first come,
+ * first served), then fails with RESOURCE_EXHAUSTED; bytes larger than the
+ * whole budget fail at once. `onIdle` runs whenever the budget empties after
+ * holding at least `idleAfterBytes` (the server trims its memory then).
  */
 export class InflightBudget {
   private usedBytes = 0;
@@ -23,15 +33,20 @@ export class InflightBudget {
   /**
    * @param limitBytes the budget in bytes (≥ 1).
    * @param waitMs how long a call waits for room, in milliseconds.
-   * @param gauge optional metric set to the bytes in use.
+   * @param gauge optional metric set to the bytes charged.
+   * @param onIdle optional hook run when the budget empties after holding at
+   *   least `afterBytes` (charged) since the last run.
    */
+  private highWater = 0;
+
   constructor(
     readonly limitBytes: number,
     readonly waitMs: number,
     private readonly gauge?: Gauge,
+    private readonly onIdle?: { afterBytes: number; run: () => void },
   ) {}
 
-  /** Bytes taken now. */
+  /** Bytes charged now (message bytes × {@link HELD_COPIES}). */
   get used(): number {
     return this.usedBytes;
   }
@@ -41,9 +56,10 @@ export class InflightBudget {
    * call's). Give them back with {@link release}.
    */
   tryTake(bytes: number): boolean {
-    if (this.usedBytes + bytes > this.limitBytes) return false;
+    const charge = bytes * HELD_COPIES;
+    if (this.usedBytes + charge > this.limitBytes) return false;
     if (this.waiting.length > 0 && bytes > SMALL_CALL_BYTES) return false;
-    this.add(bytes);
+    this.add(charge);
     return true;
   }
 
@@ -55,13 +71,17 @@ export class InflightBudget {
    *   budget, or no room was made within `waitMs`.
    */
   async take(bytes: number, what: string): Promise<void> {
-    if (bytes > this.limitBytes) {
-      throw new ConnectError(`this ${what} of ${bytes} bytes is larger than the server's memory budget for bytes in flight (--max-inflight-bytes ${this.limitBytes})`, Code.ResourceExhausted);
+    const charge = bytes * HELD_COPIES;
+    if (charge > this.limitBytes) {
+      throw new ConnectError(
+        `this ${what} of ${bytes} bytes needs ${charge} bytes of the server's memory budget for bytes in flight (${HELD_COPIES} copies), more than all of it (--max-inflight-bytes ${this.limitBytes})`,
+        Code.ResourceExhausted,
+      );
     }
     if (this.tryTake(bytes)) return;
     await new Promise<void>((resolve, reject) => {
       const entry = {
-        bytes,
+        bytes: charge,
         grant: () => {
           clearTimeout(timer);
           resolve();
@@ -81,14 +101,20 @@ export class InflightBudget {
     });
   }
 
-  /** Gives back bytes taken with {@link tryTake} or {@link take}. */
+  /** Gives back message bytes taken with {@link tryTake} or {@link take}. */
   release(bytes: number): void {
-    this.add(-bytes);
+    if (bytes === 0) return;
+    this.add(-bytes * HELD_COPIES);
     this.grantWaiting();
+    if (this.usedBytes === 0 && this.onIdle !== undefined && this.highWater >= this.onIdle.afterBytes) {
+      this.highWater = 0;
+      this.onIdle.run();
+    }
   }
 
-  private add(bytes: number): void {
-    this.usedBytes += bytes;
+  private add(charge: number): void {
+    this.usedBytes += charge;
+    this.highWater = Math.max(this.highWater, this.usedBytes);
     this.gauge?.set(this.usedBytes);
   }
 

@@ -10,6 +10,7 @@ import { durabilityWatch, StartupError } from "../storage/redis-connection.js";
 import { mountOnGrpc, OpenStreams, type AnyServiceImpl } from "./grpc-adapter.js";
 import { connectAdmission, grpcAdmission, type AdmissionOptions } from "./admission.js";
 import { InflightBudget } from "./inflight-budget.js";
+import { memoryTrimmer } from "./memory-trim.js";
 import { instrument } from "./instrument.js";
 import { HealthState, ServingStatus, healthService } from "./health.js";
 import { Metrics } from "./metrics.js";
@@ -61,6 +62,9 @@ export interface ConnectionLimits {
   /** Milliseconds calls get to finish on a connection past its age before it is closed (`--max-connection-age-grace`). */
   maxConnectionAgeGraceMs: number;
 }
+
+/** The in-flight budget emptying after holding at least this many bytes triggers a memory trim (memory-trim.ts). */
+const TRIM_AFTER_BYTES = 64 * 1024 * 1024;
 
 /** How long a call waits for room in the in-flight budget before RESOURCE_EXHAUSTED, in milliseconds. */
 export const INFLIGHT_WAIT_MS = 2_000;
@@ -201,7 +205,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const instrumented = mounted.map((m) => ({ desc: m.desc, impl: instrument(m.desc, m.impl, { metrics, logger }) }));
   const withHealth: MountedService[] = [...instrumented, { desc: Health, impl: healthService(health) as unknown as AnyServiceImpl }];
 
-  const admission: AdmissionOptions = { auth, budget: new InflightBudget(options.maxInflightBytes, INFLIGHT_WAIT_MS, metrics.inflightBytes) };
+  const budget = new InflightBudget(options.maxInflightBytes, INFLIGHT_WAIT_MS, metrics.inflightBytes, { afterBytes: TRIM_AFTER_BYTES, run: memoryTrimmer() });
+  const admission: AdmissionOptions = { auth, budget };
   const openStreams = new OpenStreams();
   const grpcServer = new grpc.Server(grpcServerOptions(options.connections, admission));
   for (const m of withHealth) mountOnGrpc(grpcServer, m.desc, m.impl, openStreams, admission.budget);

@@ -15,14 +15,16 @@ const snapshot = (bytes: number) => ({ format: "sessnap-json/1", payload: Buffer
  * Issue 10 deliverable 3: request and answer bytes in flight share one
  * budget (--max-inflight-bytes); calls beyond it wait briefly, then get
  * RESOURCE_EXHAUSTED. A request's bytes count from its length prefix, before
- * the rest of its body is read.
+ * the rest of its body is read; every message byte is charged three times
+ * (the copies the server may hold), so 48 MB holds one 12 MiB request (36 MiB)
+ * but not another 8 MiB one (24 MiB) or a 6 MiB answer (18 MiB) beside it.
  */
-describe("the memory budget for bytes in flight (--max-inflight-bytes 16MB)", () => {
+describe("the memory budget for bytes in flight (--max-inflight-bytes 48MB)", () => {
   let server: ServerProcess;
   let h2: ClientHttp2Session;
   const inflight = () => metricValue(server.metricsAddress!, "mecatl_drivers_inflight_bytes");
   beforeAll(async () => {
-    server = await startServer(["session-store", "--store", "sqlite::memory:", "--max-inflight-bytes", "16MB", "--metrics-listen", "127.0.0.1:0"]);
+    server = await startServer(["session-store", "--store", "sqlite::memory:", "--max-inflight-bytes", "48MB", "--metrics-listen", "127.0.0.1:0"]);
     h2 = connect(`http://${server.address}`);
   });
   afterAll(async () => {
@@ -48,7 +50,7 @@ describe("the memory budget for bytes in flight (--max-inflight-bytes 16MB)", ()
   test("calls beyond the budget wait, then get RESOURCE_EXHAUSTED; freed bytes admit them again", async () => {
     const client = grpcClient(SessionStoreService, server.address);
     const stalled = stalledSave(12 * MiB);
-    await waitFor(async () => (await inflight()) >= 12 * MiB, 10_000, "the stalled request's bytes to be taken from the budget");
+    await waitFor(async () => (await inflight()) >= 36 * MiB, 10_000, "the stalled request's bytes to be taken from the budget");
 
     const err = await expectCode(client.save({ sessionId: "beyond", snapshot: snapshot(8 * MiB) }), Code.ResourceExhausted);
     expect(err.rawMessage).toMatch(/budget.*full.*--max-inflight-bytes/);
@@ -66,7 +68,7 @@ describe("the memory budget for bytes in flight (--max-inflight-bytes 16MB)", ()
     const client = grpcClient(SessionStoreService, server.address);
     await client.save({ sessionId: "answer", snapshot: snapshot(6 * MiB) });
     const stalled = stalledSave(12 * MiB);
-    await waitFor(async () => (await inflight()) >= 12 * MiB, 10_000, "the stalled request's bytes to be taken from the budget");
+    await waitFor(async () => (await inflight()) >= 36 * MiB, 10_000, "the stalled request's bytes to be taken from the budget");
     const err = await expectCode(client.load({ sessionId: "answer" }), Code.ResourceExhausted);
     expect(err.rawMessage).toContain("answer");
     stalled.close();
