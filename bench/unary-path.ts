@@ -71,7 +71,7 @@ async function main() {
   const load0 = loadavg()[0]!;
   for (const backend of BACKENDS) {
     const store = backend === "sqlite" ? `sqlite:${join(dir, "driver.sqlite")}` : redis!.url;
-    const server = await startServer(["all", "--store", store, "--log-level", "warn"]);
+    const server = await startServer(["all", "--store", store, "--lease-ttl", "1h", "--log-level", "warn"]);
     const ops = await driverOps(server);
     for (const op of Object.keys(ops)) {
       const meters = [processCpu([server.proc.pid!], false), processCpu([floor.pid], false)];

@@ -59,10 +59,11 @@ export function grpcAdmission(options: AdmissionOptions): grpc.ServerInterceptor
  * its length prefix has arrived; pauses the stream while waiting for room.
  */
 function budgetRequest(stream: ServerHttp2Stream, budget: InflightBudget, refuse: (err: ConnectError) => void): void {
-  let prefix = Buffer.alloc(0);
+  let prefix: Buffer = Buffer.alloc(0);
   let taken = 0;
   const onData = (chunk: Buffer) => {
-    prefix = Buffer.concat([prefix, chunk.subarray(0, GRPC_PREFIX_BYTES - prefix.length)]);
+    // The prefix nearly always comes whole in the first chunk; join pieces only when it does not.
+    prefix = prefix.length === 0 && chunk.length >= GRPC_PREFIX_BYTES ? chunk : Buffer.concat([prefix, chunk.subarray(0, GRPC_PREFIX_BYTES - prefix.length)]);
     if (prefix.length < GRPC_PREFIX_BYTES) return;
     stream.off("data", onData);
     const bytes = GRPC_PREFIX_BYTES + prefix.readUInt32BE(1);

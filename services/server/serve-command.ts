@@ -52,7 +52,8 @@ export function parsePositiveInt(text: string): number {
  * @throws InvalidArgumentError when the text is not a size of at least 1 byte.
  */
 export function parseBytes(text: string): number {
-  const value = bytes.parse(text);
+  // bytes.parse reads "12zz" as 12; accept only a number with an optional known unit.
+  const value = /^\s*\d+(\.\d+)?\s*(b|kb|mb|gb|tb|pb)?\s*$/i.test(text) ? bytes.parse(text) : null;
   if (value === null || !Number.isSafeInteger(value) || value < 1) throw new InvalidArgumentError(`expected a size such as 512MB, 2GB or a number of bytes, got ${JSON.stringify(text)}`);
   return value;
 }
