@@ -133,12 +133,26 @@ function refuseHttp(req: AnyRequest, res: AnyResponse, err: ConnectError): void 
   if (type.startsWith("application/grpc")) {
     // gRPC and gRPC-Web: a trailers-only answer.
     (res as ServerResponse).writeHead(200, { "content-type": type, "grpc-status": String(err.code), "grpc-message": encodeURIComponent(err.rawMessage) });
+  } else if (type.startsWith("application/connect+")) {
+    // Connect streaming: HTTP 200 and one end-of-stream envelope (flag 0x02) holding the error as JSON.
+    const end = Buffer.from(JSON.stringify({ error: { code: connectCodeName(err.code), message: err.rawMessage } }));
+    const envelope = Buffer.alloc(5);
+    envelope.writeUInt8(0x02, 0);
+    envelope.writeUInt32BE(end.length, 1);
+    (res as ServerResponse).writeHead(200, { "content-type": type });
+    (res as ServerResponse).end(Buffer.concat([envelope, end]));
+    return;
   } else {
-    // Connect: the error as JSON with the HTTP status the Connect protocol gives the code.
+    // Connect unary: the error as JSON with the HTTP status the Connect protocol gives the code.
     // The unread body is discarded as it arrives (Node drains it after the answer), never buffered.
     (res as ServerResponse).writeHead(err.code === Code.Unauthenticated ? 401 : 429, { "content-type": "application/json" });
-    (res as ServerResponse).end(JSON.stringify({ code: err.code === Code.Unauthenticated ? "unauthenticated" : "resource_exhausted", message: err.rawMessage }));
+    (res as ServerResponse).end(JSON.stringify({ code: connectCodeName(err.code), message: err.rawMessage }));
     return;
   }
   res.end();
+}
+
+/** The Connect protocol's name of a code (`unauthenticated`, `resource_exhausted`). */
+function connectCodeName(code: Code): string {
+  return Code[code].replace(/[A-Z]/g, (c, i: number) => (i === 0 ? c : `_${c}`)).toLowerCase();
 }

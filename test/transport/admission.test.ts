@@ -6,6 +6,7 @@ import * as grpc from "@grpc/grpc-js";
 import { Code, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { Health, HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient, MAX_MESSAGE_BYTES } from "../helpers/clients.js";
@@ -39,7 +40,7 @@ describe("authentication before the body (--auth-token-file)", () => {
   beforeAll(async () => {
     const tokenFile = join(mkdtempSync(join(tmpdir(), "mecatl-auth-")), "tokens");
     writeFileSync(tokenFile, "tok-123\n");
-    server = await startServer(["session-store", "--store", "sqlite::memory:", "--auth-token-file", tokenFile, "--connect-listen", "127.0.0.1:0"]);
+    server = await startServer(["session-store", "event-log", "--store", "sqlite::memory:", "--auth-token-file", tokenFile, "--connect-listen", "127.0.0.1:0"]);
   });
   afterAll(() => server?.stop());
 
@@ -71,11 +72,15 @@ describe("authentication before the body (--auth-token-file)", () => {
     expect((await grpcClient(Health, server.address).check({ service: "" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
   });
 
-  test("the Connect listener refuses a call without a token before reading it, in Connect and gRPC-Web", async () => {
+  test("the Connect listener refuses a call without a token before reading it, unary and streaming, in Connect and gRPC-Web", async () => {
     const baseUrl = `http://${server.connectAddress}`;
     const request = { sessionId: "c", snapshot: { format: "sessnap-json/1", payload: Buffer.alloc(8 * MiB, 0x61) } };
     for (const transport of [createConnectTransport({ baseUrl, httpVersion: "1.1" }), createGrpcWebTransport({ baseUrl, httpVersion: "1.1" })]) {
-      await expectCode(createClient(SessionStoreService, transport).save(request), Code.Unauthenticated);
+      await expectCode(createClient(SessionStoreService, transport).save(request), Code.Unauthenticated, "authorization");
+      const stream = async () => {
+        for await (const _ of createClient(EventLogService, transport).readAfter({ sessionId: "c" })) void _;
+      };
+      await expectCode(stream(), Code.Unauthenticated, "authorization");
     }
     const authed = createConnectTransport({
       baseUrl,
