@@ -10,8 +10,10 @@
  * (microseconds; redis-server's own CPU is not counted), and the ratios
  * driver ÷ floor.
  *
- * Run: npm run build && node dist/bench/unary-path.js [calls-per-case] [backends]
- *   calls-per-case default 20000; backends default sqlite,redis
+ * Run: npm run build && node dist/bench/unary-path.js [calls-per-case] [backends] [baseline-main.js]
+ *   calls-per-case default 20000; backends default sqlite,redis; with a
+ *   baseline (another build's dist/services/server/main.js) both builds are
+ *   measured in the same interleaved slices as the floor.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir, loadavg } from "node:os";
@@ -28,6 +30,8 @@ import { fmt } from "./lib/measure.js";
 
 const CALLS = Number(process.argv[2] ?? 20_000);
 const BACKENDS = (process.argv[3] ?? "sqlite,redis").split(",");
+/** Optional `main.js` of another build (e.g. main's) measured in the same interleaved run, for before/after ratios. */
+const BASELINE = process.argv[4];
 const IN_FLIGHT = 64;
 const SLICE = 2_000;
 const KiB = 1024;
@@ -65,34 +69,41 @@ async function main() {
     Renew: () => floor.source(SMALL_ANSWER),
     Append: () => floor.sink(Buffer.alloc(220, 0x62)),
   };
+  const builds = [{ name: "driver", main: undefined as string | undefined }, ...(BASELINE === undefined ? [] : [{ name: "baseline driver", main: BASELINE }])];
   const dir = mkdtempSync(join(tmpdir(), "mecatl-bench-"));
   const redis = BACKENDS.includes("redis") ? await spawnRedis() : undefined;
-  const rows: Array<{ backend: string; op: string; driver: PhaseResult; floor: PhaseResult }> = [];
+  const rows: Array<{ backend: string; op: string; target: string; result: PhaseResult; floor: PhaseResult }> = [];
   const load0 = loadavg()[0]!;
   for (const backend of BACKENDS) {
-    const store = backend === "sqlite" ? `sqlite:${join(dir, "driver.sqlite")}` : redis!.url;
-    const server = await startServer(["all", "--store", store, "--lease-ttl", "1h", "--log-level", "warn"]);
-    const ops = await driverOps(server);
-    for (const op of Object.keys(ops)) {
-      const meters = [processCpu([server.proc.pid!], false), processCpu([floor.pid], false)];
-      const [driver, floorResult] = (await interleaved([ops[op]!, floorOps[op]!], IN_FLIGHT, CALLS, SLICE, meters)).map((s) => s.summary());
-      const d = { driver: driver!, floor: floorResult! };
-      rows.push({ backend, op, driver: d.driver, floor: d.floor });
-      process.stderr.write(`${backend} ${op}: driver ${fmt(d.driver.opsPerSecond)}/s, floor ${fmt(d.floor.opsPerSecond)}/s\n`);
+    const servers = await Promise.all(
+      builds.map((b, i) =>
+        startServer(
+          ["all", "--store", backend === "sqlite" ? `sqlite:${join(dir, `driver-${i}.sqlite`)}` : redis!.url, "--redis-key-prefix", `bench-${i}:`, "--lease-ttl", "1h", "--log-level", "warn"],
+          { main: b.main },
+        ),
+      ),
+    );
+    const ops = await Promise.all(servers.map((server) => driverOps(server)));
+    for (const op of Object.keys(floorOps)) {
+      // CPU is metered per contender: the floor's server process, then each driver's.
+      const meters = [processCpu([floor.pid], false), ...servers.map((server) => processCpu([server.proc.pid!], false))];
+      const [floorResult, ...driverResults] = (await interleaved([floorOps[op]!, ...ops.map((o) => o[op]!)], IN_FLIGHT, CALLS, SLICE, meters)).map((x) => x.summary());
+      for (const [i, result] of driverResults.entries()) rows.push({ backend, op, target: builds[i]!.name, result, floor: floorResult! });
+      process.stderr.write(`${backend} ${op}: floor ${fmt(floorResult!.opsPerSecond)}/s, ${driverResults.map((r, i) => `${builds[i]!.name} ${fmt(r.opsPerSecond)}/s`).join(", ")}\n`);
     }
-    await server.stop();
+    for (const server of servers) await server.stop();
   }
   floor.stop();
   await redis?.stop();
   rmSync(dir, { recursive: true, force: true });
   console.log(`unary path: ${CALLS} calls per case, ${IN_FLIGHT} in flight, node ${process.version}, load average (1 min) ${load0.toFixed(2)} at start, ${loadavg()[0]!.toFixed(2)} at end\n`);
-  console.log("| backend | call | driver calls/s | floor calls/s | ÷ floor calls/s | driver p50 ms | floor p50 ms | driver server CPU µs/call | floor server CPU µs/call | ÷ floor CPU |");
-  console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+  console.log("| backend | call | target | calls/s | ÷ floor calls/s | p50 ms | server CPU µs/call | ÷ floor CPU | floor calls/s | floor CPU µs/call |");
+  console.log("|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
   for (const r of rows) {
-    const dCpu = r.driver.cpuMsPerOp * 1000;
-    const fCpu = r.floor.cpuMsPerOp * 1000;
+    const cpu = r.result.cpuMsPerOp * 1000;
+    const floorCpu = r.floor.cpuMsPerOp * 1000;
     console.log(
-      `| ${r.backend} | ${r.op} | ${fmt(r.driver.opsPerSecond)} | ${fmt(r.floor.opsPerSecond)} | ${fmt(r.driver.opsPerSecond / r.floor.opsPerSecond, 2)} | ${fmt(r.driver.p50Ms)} | ${fmt(r.floor.p50Ms)} | ${fmt(dCpu)} | ${fmt(fCpu)} | ${fmt(dCpu / fCpu, 2)} |`,
+      `| ${r.backend} | ${r.op} | ${r.target} | ${fmt(r.result.opsPerSecond)} | ${fmt(r.result.opsPerSecond / r.floor.opsPerSecond, 2)} | ${fmt(r.result.p50Ms)} | ${fmt(cpu)} | ${fmt(cpu / floorCpu, 2)} | ${fmt(r.floor.opsPerSecond)} | ${fmt(floorCpu)} |`,
     );
   }
 }
