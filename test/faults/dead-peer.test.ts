@@ -8,7 +8,7 @@ import { rawGrpcClient } from "../helpers/raw-grpc.js";
 import { startFaultProxy, type FaultProxy } from "../helpers/fault-proxy.js";
 import { allBackends } from "../helpers/backends.js";
 import { appendSeqs, expectReason, openFollow, readAfterAll } from "../helpers/event-log.js";
-import { metricValue } from "../helpers/metrics.js";
+import { metricValue, rpcsInFlight } from "../helpers/metrics.js";
 import { waitFor } from "../helpers/wait.js";
 
 /**
@@ -38,9 +38,9 @@ describe.each(allBackends())("a dead peer's follow streams ($name)", (backend) =
       "--max-followers",
       "5",
       "--keepalive-time",
-      "300ms",
+      "500ms",
       "--keepalive-timeout",
-      "300ms",
+      "2s",
       "--metrics-listen",
       "127.0.0.1:0",
     ]);
@@ -63,11 +63,14 @@ describe.each(allBackends())("a dead peer's follow streams ($name)", (backend) =
       return call;
     });
     await waitFor(async () => (await followers()) === 5, 10_000, "five followers through the proxy");
+    expect(await rpcsInFlight(server.metricsAddress!, "ReadAfter")).toBe(5);
     await expectReason(readAfterAll(direct, { sessionId: "s", follow: true }), Code.ResourceExhausted, "follow_capacity");
 
     proxy.setMode("blackhole");
-    // Keepalive 300 ms + timeout 300 ms; the bound leaves room for a loaded CI machine.
+    // Keepalive 500 ms + timeout 2 s (a shorter timeout can drop a live but starved client on a
+    // loaded CI machine); the bound leaves room for that load too.
     await waitFor(async () => (await followers()) === 0, 10_000, "the dead peer's followers to be released");
+    await waitFor(async () => (await rpcsInFlight(server!.metricsAddress!, "ReadAfter")) === 0, 10_000, "their calls to leave mecatl_drivers_rpcs_in_flight");
     const fresh = openFollow(direct, { sessionId: "s" });
     expect((await fresh.next()).kind).toBe("event");
     expect(await followers()).toBe(1);
