@@ -43,7 +43,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { AppendRequestSchema } from "../gen/mecatl/driver/v1/event_log_pb.js";
 import { startTransportFloor } from "./lib/floor.js";
 import { measure, fmt, quantile, type RunResult } from "./lib/measure.js";
-import { mib, rssBytes, sampleRss } from "./lib/rss.js";
+import { mib, rssBytes, sampleRss } from "../test/helpers/rss.js";
 
 const seconds = Number(process.argv[2] ?? 3);
 const streamEvents = Number(process.argv[3] ?? 1_000_000);

@@ -16,6 +16,23 @@ export class Metrics {
     labelNames: ["service", "method", "code"] as const,
     registers: [this.registry],
   });
+  /**
+   * Calls whose handler is running, by service and method: up once the
+   * request is admitted and decoded, down when the answer or the stream's
+   * end is produced. Tests wait on it to know a call has reached the server.
+   */
+  readonly rpcsInFlight = new Gauge({
+    name: "mecatl_drivers_rpcs_in_flight",
+    help: "RPCs whose handler is running, by service and method",
+    labelNames: ["service", "method"] as const,
+    registers: [this.registry],
+  });
+  /** Bytes taken from the `--max-inflight-bytes` budget (requests being received or handled, answers being sent). */
+  readonly inflightBytes = new Gauge({
+    name: "mecatl_drivers_inflight_bytes",
+    help: "Request and answer bytes held against --max-inflight-bytes",
+    registers: [this.registry],
+  });
   /** RPC latency in seconds, from request decoded to response or stream end. */
   readonly rpcSeconds = new Histogram({
     name: "mecatl_drivers_rpc_duration_seconds",

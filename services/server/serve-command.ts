@@ -1,6 +1,8 @@
 import { Command, Option, InvalidArgumentError } from "commander";
 import ms from "ms";
-import { startServer, type ServerOptions } from "./server.js";
+import bytes from "bytes";
+import { totalmem } from "node:os";
+import { startServer, MAX_MESSAGE_BYTES, type ServerOptions } from "./server.js";
 import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
 import { DEFAULT_REDIS_KEY_PREFIX, DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
@@ -41,6 +43,30 @@ export function parsePositiveInt(text: string): number {
   const n = Number(text);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`expected a whole number of at least 1, got ${JSON.stringify(text)}`);
   return n;
+}
+
+/**
+ * Parses a size flag such as `512MB`, `2GB` or `1048576` (bytes; units are
+ * powers of 1024, as the `bytes` package reads them).
+ *
+ * @throws InvalidArgumentError when the text is not a size of at least 1 byte.
+ */
+export function parseBytes(text: string): number {
+  // bytes.parse reads "12zz" as 12; accept only a number with an optional known unit.
+  const value = /^\s*\d+(\.\d+)?\s*(b|kb|mb|gb|tb|pb)?\s*$/i.test(text) ? bytes.parse(text) : null;
+  if (value === null || !Number.isSafeInteger(value) || value < 1) throw new InvalidArgumentError(`expected a size such as 512MB, 2GB or a number of bytes, got ${JSON.stringify(text)}`);
+  return value;
+}
+
+/**
+ * Default `--max-inflight-bytes`: a quarter of the memory this process may
+ * use (the cgroup limit when there is one, else the machine's memory), and at
+ * least room for two largest messages.
+ */
+export function defaultMaxInflightBytes(): number {
+  const constrained = process.constrainedMemory?.() ?? 0;
+  const memory = constrained > 0 ? Math.min(constrained, totalmem()) : totalmem();
+  return Math.max(Math.floor(memory / 4), 2 * MAX_MESSAGE_BYTES);
 }
 
 function resolveServices(names: string[]): ServiceName[] {
@@ -95,6 +121,12 @@ interface ServeFlags {
   redisKeyPrefix: string;
   shutdownGrace: number;
   storeTimeout: number;
+  keepaliveTime: number;
+  keepaliveTimeout: number;
+  maxStreamsPerConnection: number;
+  maxConnectionAge?: number;
+  maxConnectionAgeGrace: number;
+  maxInflightBytes: number;
   logLevel: string;
 }
 
@@ -131,6 +163,14 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
     },
     settings: { leaseTtlMs: f.leaseTtl, maxFollowers: f.maxFollowers, followBuffer: f.followBuffer },
     shutdownGraceMs: f.shutdownGrace,
+    connections: {
+      keepaliveTimeMs: f.keepaliveTime,
+      keepaliveTimeoutMs: f.keepaliveTimeout,
+      maxStreamsPerConnection: f.maxStreamsPerConnection,
+      maxConnectionAgeMs: f.maxConnectionAge,
+      maxConnectionAgeGraceMs: f.maxConnectionAgeGrace,
+    },
+    maxInflightBytes: f.maxInflightBytes,
     logLevel: f.logLevel,
   };
 }
@@ -172,6 +212,32 @@ export function serveCommand(): Command {
       new Option("--store-timeout <duration>", "longest one store operation may take (retries included) before the call fails with UNAVAILABLE")
         .default(DEFAULT_STORE_TIMEOUT_MS, "5s")
         .argParser(parseDuration),
+    )
+    .addOption(
+      new Option("--keepalive-time <duration>", "ping each gRPC connection this often; a peer that does not answer is dropped and its streams end")
+        .default(30_000, "30s")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option("--keepalive-timeout <duration>", "how long a keepalive ping may go unanswered before the connection is closed")
+        .default(10_000, "10s")
+        .argParser(parseDuration),
+    )
+    .option("--max-streams-per-connection <n>", "most concurrent calls (streams included) on one gRPC connection; clients queue further calls", parsePositiveInt, 2048)
+    .addOption(
+      new Option("--max-connection-age <duration>", "ask clients to reconnect after this long (±10%), so long-lived connections rebalance across replicas (default: never)").argParser(
+        parseDuration,
+      ),
+    )
+    .addOption(
+      new Option("--max-connection-age-grace <duration>", "time calls get to finish on a connection past --max-connection-age before it is closed (follow streams then resume elsewhere)")
+        .default(30_000, "30s")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option("--max-inflight-bytes <size>", "memory budget for request and answer bytes in flight (e.g. 512MB, 2GB); calls beyond it wait up to 2s, then RESOURCE_EXHAUSTED")
+        .default(defaultMaxInflightBytes(), "a quarter of the memory available")
+        .argParser(parseBytes),
     )
     .addOption(new Option("--shutdown-grace <duration>", "time unary calls get to finish after SIGTERM").default(10_000, "10s").argParser(parseDuration))
     .addOption(new Option("--log-level <level>", "log level").choices(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"))

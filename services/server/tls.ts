@@ -1,4 +1,3 @@
-import * as grpc from "@grpc/grpc-js";
 import { StartupError } from "../storage/redis-connection.js";
 import { readCertificates, readKeyPair } from "../../common/pem.js";
 
@@ -31,20 +30,4 @@ export function readTls(files: TlsFiles): TlsMaterial {
     ...pair,
     clientCa: files.clientCaFile === undefined ? undefined : readCertificates(files.clientCaFile, "--tls-client-ca", StartupError).pem,
   };
-}
-
-/**
- * grpc-js server credentials: TLS (grpc-js negotiates TLS 1.2 or newer) when
- * material is given, requiring client certificates when a client CA is set;
- * cleartext HTTP/2 otherwise.
- *
- * @throws StartupError when the certificate and key do not form a valid pair.
- */
-export function grpcCredentials(tls: TlsMaterial | undefined): grpc.ServerCredentials {
-  if (tls === undefined) return grpc.ServerCredentials.createInsecure();
-  try {
-    return grpc.ServerCredentials.createSsl(tls.clientCa ?? null, [{ cert_chain: tls.cert, private_key: tls.key }], tls.clientCa !== undefined);
-  } catch (err) {
-    throw new StartupError(`invalid --tls-cert/--tls-key: ${(err as Error).message}`);
-  }
 }

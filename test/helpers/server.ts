@@ -34,12 +34,13 @@ export interface ServerProcess {
 
 /**
  * Spawns `node dist/services/server/main.js serve --listen 127.0.0.1:0 ...args`
- * and waits for its `listening` log line, which carries the real port.
+ * (or another build's `main.js`, for benchmarks comparing two builds) and
+ * waits for its `listening` log line, which carries the real port.
  *
  * @throws Error with the process's stderr when it exits before listening.
  */
-export async function startServer(args: string[], options: { listen?: string; env?: NodeJS.ProcessEnv } = {}): Promise<ServerProcess> {
-  const proc = spawn(process.execPath, [MAIN, "serve", "--listen", options.listen ?? "127.0.0.1:0", "--log-level", "info", ...args], {
+export async function startServer(args: string[], options: { listen?: string; env?: NodeJS.ProcessEnv; main?: string } = {}): Promise<ServerProcess> {
+  const proc = spawn(process.execPath, [options.main ?? MAIN, "serve", "--listen", options.listen ?? "127.0.0.1:0", "--log-level", "info", ...args], {
     stdio: ["ignore", "ignore", "pipe"],
     env: { ...process.env, ...options.env },
   });
