@@ -134,6 +134,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   const metrics = new Metrics();
   const backend: Backend = await openBackend(options.backend);
+  if (backend.kind === "sqlite") logger.info({ store: backend.description, ...backend.db.settings }, "SQLite store opened");
   const durabilityMode = !backend.durable ? (backend.kind === "sqlite" ? "none" : "relaxed") : "full";
   metrics.durability.set({ mode: durabilityMode }, 1);
   if (durabilityMode !== "full") logger.warn({ store: backend.description, durability: durabilityMode }, "writes are NOT durable: an acknowledged write can be lost");

@@ -63,7 +63,8 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
     const path = store.slice("sqlite:".length);
     if (path === "") throw new StartupError("--store sqlite: needs a path, e.g. sqlite:./data/mecatl-drivers.sqlite");
     try {
-      const db = await SqliteDatabase.open({ path });
+      // A write waits for another process's lock at most as long as any store operation may take.
+      const db = await SqliteDatabase.open({ path, busyTimeoutMs: storeTimeoutMs });
       return { kind: "sqlite", db, durable: path !== ":memory:", description: store, storeTimeoutMs };
     } catch (err) {
       throw new StartupError(`${(err as Error).message}; check that the directory is writable and the file is a mecatl-drivers database`);

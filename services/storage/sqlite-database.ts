@@ -3,6 +3,7 @@ import { EventEmitter } from "node:events";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import type { SqliteOps } from "./sqlite-registry.js";
+import type { SqliteDurabilitySettings } from "./sqlite-schema.js";
 
 type ArgsOf<K extends keyof SqliteOps> = Parameters<SqliteOps[K]["run"]>[1];
 type ResultOf<K extends keyof SqliteOps> = ReturnType<SqliteOps[K]["run"]>;
@@ -35,6 +36,8 @@ export class SqliteDatabase extends EventEmitter {
 
   private constructor(
     readonly path: string,
+    /** journal_mode and synchronous as the worker's connection reported them after opening. */
+    readonly settings: SqliteDurabilitySettings,
     private readonly worker: Worker,
     private readonly port: import("node:worker_threads").MessagePort,
   ) {
@@ -61,17 +64,17 @@ export class SqliteDatabase extends EventEmitter {
       workerData: { path: options.path, port: channel.port2, busyTimeoutMs: options.busyTimeoutMs ?? 5000, durable: !memory },
       transferList: [channel.port2],
     });
-    await new Promise<void>((resolve, reject) => {
-      const onMessage = (m: { type: string; message?: string }) => {
+    const settings = await new Promise<SqliteDurabilitySettings>((resolve, reject) => {
+      const onMessage = (m: { type: string; message?: string; settings?: SqliteDurabilitySettings }) => {
         worker.off("message", onMessage);
         worker.off("error", reject);
-        if (m.type === "ready") resolve();
+        if (m.type === "ready") resolve(m.settings!);
         else reject(new Error(`cannot open SQLite database ${options.path}: ${m.message}`));
       };
       worker.on("message", onMessage);
       worker.once("error", reject);
     });
-    const db = new SqliteDatabase(options.path, worker, channel.port1);
+    const db = new SqliteDatabase(options.path, settings, worker, channel.port1);
     channel.port1.on("message", (m) => db.onMessage(m));
     worker.on("error", (err) => db.fail(err));
     worker.on("exit", (code) => {

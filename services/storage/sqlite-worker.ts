@@ -13,7 +13,7 @@ import { parentPort, workerData, receiveMessageOnPort, type MessagePort } from "
 import Database from "better-sqlite3";
 import { sqliteOps, sqliteMigrations } from "./sqlite-registry.js";
 import type { OpContext } from "./sqlite-op.js";
-import { applyPragmas, migrate } from "./sqlite-schema.js";
+import { applyPragmas, migrate, readDurabilitySettings } from "./sqlite-schema.js";
 
 interface Request {
   id: number;
@@ -37,7 +37,7 @@ try {
   db = new Database(init.path);
   applyPragmas(db, { busyTimeoutMs: init.busyTimeoutMs, durable: init.durable });
   migrate(db, sqliteMigrations);
-  parentPort!.postMessage({ type: "ready" });
+  parentPort!.postMessage({ type: "ready", settings: readDurabilitySettings(db) });
 } catch (err) {
   parentPort!.postMessage({ type: "failed", message: (err as Error).message });
   process.exit(1);
