@@ -82,7 +82,7 @@ export async function traceSyscalls(pid: number, syscalls: readonly string[], ma
   };
 }
 
-const LINE = /^(\d+) (.*)$/;
+const LINE = /^(\d+) +(.*)$/;
 const UNFINISHED = " <unfinished ...>";
 const RESUMED = /^<\.\.\. (\w+) resumed>(.*)$/;
 const CALL = /^(\w+)\((.*)\) += (.*)$/s;
@@ -143,21 +143,30 @@ const READS = new Set(["read", "readv", "recvfrom", "recvmsg"]);
 /**
  * Checks, in a trace of the serving process, that the write request carrying
  * `marker` was answered only after it was stored and synced (issue 15: OK
- * means durable): the request is read from a TCP connection, the same thread
- * that stores it then syncs the files, and only after that sync returned is
- * the answer written on that connection.
+ * means durable). The request is the last one read from a TCP connection
+ * before the record reached the store's files (a write may take several
+ * round trips, as a WATCH/MULTI/EXEC does); the thread that stored the
+ * record must then sync the files, and only after that sync returned may the
+ * answer be written on the request's connection.
  *
  * @returns undefined when the trace shows that order, otherwise what it shows instead.
  */
 export function ackAfterSync(calls: readonly Syscall[], marker: string, rules: DurabilityRules): string | undefined {
   const needle = Buffer.from(marker);
-  const request = calls.find((c) => READS.has(c.name) && c.target?.startsWith("TCP:") === true && c.data.includes(needle));
-  if (request === undefined) return `no read of a request carrying ${marker}`;
-  const reply = calls.find((c) => c.start > request.end && c.fd === request.fd && c.tid === request.tid && rules.isReply(c));
+  const carries = (c: Syscall) => READS.has(c.name) && c.target?.startsWith("TCP:") === true && c.data.includes(needle);
+  const answer = (request: Syscall) => calls.find((c) => c.start > request.end && c.fd === request.fd && c.tid === request.tid && rules.isReply(c));
+  const store = calls.find((c) => rules.isStore(c) && c.data.includes(needle));
+  if (store === undefined) {
+    const request = calls.find(carries);
+    const reply = request === undefined ? undefined : answer(request);
+    if (reply === undefined) return `no request carrying ${marker} was read and answered`;
+    return `the request carrying ${marker} was answered (line ${reply.start}) but its record was never written to the store's files`;
+  }
+  const request = calls.findLast((c) => carries(c) && c.start < store.start);
+  if (request === undefined) return `the record of ${marker} was written (line ${store.start}) but no request before it carried ${marker}`;
+  const reply = answer(request);
   if (reply === undefined) return `no answer to the request carrying ${marker} (read at line ${request.start})`;
-  const store = calls.find((c) => c.start > request.end && rules.isStore(c) && c.data.includes(needle));
-  if (store === undefined) return `the request carrying ${marker} was answered (line ${reply.start}) but its record was never written to the store's files`;
-  if (store.start > reply.start) return `the request carrying ${marker} was answered (line ${reply.start}) before its record was written (line ${store.start})`;
+  if (reply.start < store.start) return `the request carrying ${marker} was answered (line ${reply.start}) before its record was written (line ${store.start})`;
   const sync = calls.find((c) => c.start > store.end && c.tid === store.tid && rules.isSync(c));
   if (sync === undefined || sync.end > reply.start) {
     return `the request carrying ${marker} was answered (line ${reply.start}) after its record was written (line ${store.start}) but ${sync === undefined ? "never synced" : `before the sync returned (line ${sync.end})`}`;
