@@ -62,7 +62,7 @@ describe("SQLite: an acknowledged write is on stable storage", () => {
 
   test("every kind of write is answered only after its WAL frames were fsynced (syscall trace)", async (ctx) => {
     const unavailable = traceUnavailable();
-    if (unavailable !== undefined) ctx.skip(unavailable);
+    if (unavailable !== undefined) return ctx.skip(unavailable);
     const dir = tempDir();
     const server = await serve(`sqlite:${join(dir, "store.sqlite")}`);
     const clients = writeClients(server.address);
@@ -95,7 +95,7 @@ describe("SQLite: an acknowledged write is on stable storage", () => {
 
   test("a COMMIT that fails on a full disk answers an error to every write of the batch; none is visible, then or after a restart", async (ctx) => {
     const fs = mountSmallFilesystem(4);
-    if (typeof fs === "string") ctx.skip(fs);
+    if (typeof fs === "string") return ctx.skip(fs);
     cleanups.push(() => fs.remove());
     const store = `sqlite:${join(fs.dir, "store.sqlite")}`;
     let server = await serve(store);
