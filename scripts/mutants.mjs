@@ -40,9 +40,10 @@ function loadMutants() {
     .sort()
     .map((f) => ({ ...JSON.parse(readFileSync(join(listDir, f), "utf8")), source: `test/mutants/${f}` }));
   for (const m of mutants) {
-    for (const key of ["id", "rule", "file", "original", "replacement"]) {
+    for (const key of ["id", "rule", "file", "original"]) {
       if (typeof m[key] !== "string" || m[key] === "") fail(`${m.source}: "${key}" must be a non-empty string`);
     }
+    if (typeof m.replacement !== "string" || m.replacement === m.original) fail(`${m.source}: "replacement" must be a string other than "original" (empty deletes it)`);
     if (`test/mutants/${m.id}.json` !== m.source) fail(`${m.source}: id must match the file name`);
     if (!Array.isArray(m.tests) || m.tests.length === 0) fail(`${m.source}: "tests" must list at least one test file`);
     for (const t of m.tests) if (!existsSync(join(root, t))) fail(`${m.source}: test file ${t} does not exist`);
