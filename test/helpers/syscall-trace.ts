@@ -39,10 +39,16 @@ export interface SyscallTrace {
  * this reason.
  */
 export function traceUnavailable(): string | undefined {
-  const probe = spawnSync("strace", ["-qq", "-e", "trace=none", "true"], { encoding: "utf8" });
-  if (probe.error !== undefined) return `strace cannot run (${probe.error.message}); install it (apt-get install strace)`;
-  if (probe.status !== 0) return `strace cannot trace here: ${probe.stderr.trim()}`;
-  return undefined;
+  // Attach to a short-lived process the way the tests attach to a server (not as its parent).
+  const target = spawn("sleep", ["0.3"], { stdio: "ignore" });
+  try {
+    const probe = spawnSync("strace", ["-qq", "-e", "trace=none", "-p", String(target.pid)], { encoding: "utf8", timeout: 5000 });
+    if (probe.error !== undefined) return `strace cannot run (${probe.error.message}); install it (apt-get install strace)`;
+    if (probe.status !== 0) return `strace cannot attach to another process here (${probe.stderr.trim()}); these tests need root or CAP_SYS_PTRACE`;
+    return undefined;
+  } finally {
+    target.kill();
+  }
 }
 
 /**
