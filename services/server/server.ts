@@ -134,7 +134,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   const metrics = new Metrics();
   const backend: Backend = await openBackend(options.backend);
-  if (backend.kind === "sqlite") logger.info({ store: backend.description, ...backend.db.settings }, "SQLite store opened");
   const durabilityMode = !backend.durable ? (backend.kind === "sqlite" ? "none" : "relaxed") : "full";
   metrics.durability.set({ mode: durabilityMode }, 1);
   if (durabilityMode !== "full") logger.warn({ store: backend.description, durability: durabilityMode }, "writes are NOT durable: an acknowledged write can be lost");
@@ -189,7 +188,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // bound address (the real port when :0 was asked for) from this line.
     logger
       .child({}, { level: "info" })
-      .info({ address, connectAddress: connect?.address, metricsAddress, services: options.services, store: backend.description }, "listening");
+      .info({ address, connectAddress: connect?.address, metricsAddress, services: options.services, store: backend.description, ...sqliteSettings(backend) }, "listening");
 
     let closed: Promise<void> | undefined;
     const close = () => {
@@ -226,6 +225,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await closeBackend(backend);
     throw err;
   }
+}
+
+/** For SQLite, the journal mode and synchronous setting its live connection reports (issue 15), logged with `listening`. */
+function sqliteSettings(backend: Backend): { journalMode?: string; synchronous?: string } {
+  return backend.kind === "sqlite" ? backend.db.settings : {};
 }
 
 function parseListenAddressOrFail(flag: string, value: string): ListenAddress {

@@ -52,11 +52,11 @@ async function visibleMarkers(c: WriteClients, markers: Array<{ kind: (typeof WR
 describe("SQLite: an acknowledged write is on stable storage", () => {
   test("the live connection reports journal_mode=wal and synchronous=full; sqlite::memory: says it is not durable", async () => {
     const file = await serve(`sqlite:${join(tempDir(), "store.sqlite")}`);
-    expect(logEntries(file, "SQLite store opened").map((l) => [l.entry.journalMode, l.entry.synchronous])).toEqual([["wal", "full"]]);
+    expect(logEntries(file, "listening").map((l) => [l.entry.journalMode, l.entry.synchronous])).toEqual([["wal", "full"]]);
     expect(logEntries(file, "writes are NOT durable: an acknowledged write can be lost")).toEqual([]);
 
     const memory = await serve("sqlite::memory:");
-    expect(logEntries(memory, "SQLite store opened").map((l) => [l.entry.journalMode, l.entry.synchronous])).toEqual([["memory", "off"]]);
+    expect(logEntries(memory, "listening").map((l) => [l.entry.journalMode, l.entry.synchronous])).toEqual([["memory", "off"]]);
     expect(logEntries(memory, "writes are NOT durable: an acknowledged write can be lost").map((l) => l.entry.durability)).toEqual(["none"]);
   });
 
