@@ -68,6 +68,18 @@ export class Metrics {
     help: "Open ReadAfter follow streams",
     registers: [this.registry],
   });
+  /** Open follow streams that reached the tail of their log and wait for the next append (a subset of {@link followers}). */
+  readonly followersParked = new Gauge({
+    name: "mecatl_drivers_followers_parked",
+    help: "Follow streams at the tail of their log, waiting for the next append",
+    registers: [this.registry],
+  });
+  /** Times a follow stream reached the tail of its log and began to wait (monotone; tests wait on it). */
+  readonly followerParks = new Counter({
+    name: "mecatl_drivers_follower_parks_total",
+    help: "Times a follow stream reached the tail of its log and began waiting for an append",
+    registers: [this.registry],
+  });
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: "mecatl_drivers_" });

@@ -248,7 +248,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // bound address (the real port when :0 was asked for) from this line.
     logger
       .child({}, { level: "info" })
-      .info({ address, connectAddress: connect?.address, metricsAddress, services: options.services, store: backend.description }, "listening");
+      .info({ address, connectAddress: connect?.address, metricsAddress, services: options.services, store: backend.description, ...sqliteSettings(backend) }, "listening");
 
     let closed: Promise<void> | undefined;
     const close = () => {
@@ -286,6 +286,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await closeBackend(backend);
     throw err;
   }
+}
+
+/** For SQLite, the journal mode and synchronous setting its live connection reports (issue 15), logged with `listening`. */
+function sqliteSettings(backend: Backend): { journalMode?: string; synchronous?: string } {
+  return backend.kind === "sqlite" ? backend.db.settings : {};
 }
 
 function parseListenAddressOrFail(flag: string, value: string): ListenAddress {

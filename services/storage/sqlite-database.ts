@@ -3,6 +3,7 @@ import { EventEmitter } from "node:events";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { sqliteOps, type SqliteOps } from "./sqlite-registry.js";
+import type { SqliteDurabilitySettings } from "./sqlite-schema.js";
 import { sqliteFailure, sqliteTimeout, type SqliteFailureContext } from "./sqlite-failure.js";
 import { StoreFailure, isStoreFailure } from "./store-failure.js";
 import type { ProbeResult } from "./sqlite-probe.js";
@@ -77,6 +78,8 @@ export class SqliteDatabase extends EventEmitter {
 
   private constructor(
     readonly path: string,
+    /** journal_mode and synchronous as the worker's connection reported them after opening. */
+    readonly settings: SqliteDurabilitySettings,
     private readonly worker: Worker,
     private readonly port: import("node:worker_threads").MessagePort,
     private readonly context: { read: SqliteFailureContext; write: SqliteFailureContext },
@@ -106,18 +109,18 @@ export class SqliteDatabase extends EventEmitter {
       workerData: { path: options.path, port: channel.port2, busyTimeoutMs, durable: !memory },
       transferList: [channel.port2],
     });
-    await new Promise<void>((resolve, reject) => {
-      const onMessage = (m: { type: string; message?: string }) => {
+    const settings = await new Promise<SqliteDurabilitySettings>((resolve, reject) => {
+      const onMessage = (m: { type: string; message?: string; settings?: SqliteDurabilitySettings }) => {
         worker.off("message", onMessage);
         worker.off("error", reject);
-        if (m.type === "ready") resolve();
+        if (m.type === "ready") resolve(m.settings!);
         else reject(new Error(`cannot open SQLite database ${options.path}: ${m.message}`));
       };
       worker.on("message", onMessage);
       worker.once("error", reject);
     });
     const context = { busyTimeoutMs, storeTimeoutMs };
-    const db = new SqliteDatabase(options.path, worker, channel.port1, { read: { ...context, write: false }, write: { ...context, write: true } });
+    const db = new SqliteDatabase(options.path, settings, worker, channel.port1, { read: { ...context, write: false }, write: { ...context, write: true } });
     channel.port1.on("message", (m) => db.onMessage(m));
     worker.on("error", (err) => db.fail(err));
     worker.on("exit", (code) => {

@@ -16,7 +16,7 @@ import { parentPort, workerData, receiveMessageOnPort, type MessagePort } from "
 import Database from "better-sqlite3";
 import { sqliteOps, sqliteMigrations } from "./sqlite-registry.js";
 import type { OpContext } from "./sqlite-op.js";
-import { applyPragmas, migrate, rollbackIfOpen } from "./sqlite-schema.js";
+import { applyPragmas, migrate, readDurabilitySettings, rollbackIfOpen } from "./sqlite-schema.js";
 import { probeWrite, storageMigrations } from "./sqlite-probe.js";
 import { EXPIRED_CODE } from "./sqlite-failure.js";
 
@@ -44,7 +44,7 @@ try {
   db = new Database(init.path);
   applyPragmas(db, { busyTimeoutMs: init.busyTimeoutMs, durable: init.durable });
   migrate(db, [...sqliteMigrations, ...storageMigrations]);
-  parentPort!.postMessage({ type: "ready" });
+  parentPort!.postMessage({ type: "ready", settings: readDurabilitySettings(db) });
 } catch (err) {
   parentPort!.postMessage({ type: "failed", message: (err as Error).message });
   process.exit(1);
@@ -79,7 +79,7 @@ function errorReply(id: number, err: unknown): Reply {
   return { id, ok: false, message: e?.message ?? String(err), sqliteCode: e?.code };
 }
 
-/** The reply for a request whose caller gave up before it started: nothing of it ran. */
+/** The reply for a request whose caller gave up before it started (queued, or waiting for the write lock): nothing of it ran. */
 function expiredReply(id: number): Reply {
   return { id, ok: false, message: "dropped unstarted: its deadline passed while it was queued", sqliteCode: EXPIRED_CODE };
 }
@@ -163,6 +163,12 @@ function runWrites(writes: Request[], notifications: Notification[]): Reply[] {
   const replies: Reply[] = [...expired];
   const pending: Notification[] = [];
   for (const w of live) {
+    // BEGIN IMMEDIATE may have waited for another process's lock: a write whose
+    // caller has been answered "outcome unknown" meanwhile is not applied late.
+    if (Date.now() > w.deadline) {
+      replies.push(expiredReply(w.id));
+      continue;
+    }
     const mine: Notification[] = [];
     db.exec("SAVEPOINT op");
     try {
