@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { Command, InvalidArgumentError } from "commander";
-import { parseDuration, parsePositiveInt } from "../../services/server/serve-command.js";
+import { parseDuration, parseDurationOrZero, parsePositiveInt } from "../../services/server/serve-command.js";
 import { addDriverOptions, driverClientOptions, type DriverFlags } from "../driver-flags.js";
 import { openDriverClients } from "../factory.js";
 import { action, printJson, UsageError } from "../cli/output.js";
@@ -8,11 +8,6 @@ import { parseCount } from "../cli/common.js";
 import { DEFAULT_WORKLOAD, type WorkloadOptions } from "./context.js";
 import { runWorkload } from "./run.js";
 import { formatSummary, progressLine, summarize } from "./report.js";
-
-/** A duration flag that also accepts `0` (off). */
-function parseDurationOrZero(text: string): number {
-  return text.trim() === "0" ? 0 : parseDuration(text);
-}
 
 /** A byte size such as `6MiB`, `512KiB` or `1048576`. */
 export function parseSize(text: string): number {

@@ -21,6 +21,15 @@ export function parseDuration(text: string): number {
 }
 
 /**
+ * Parses a duration flag that may also be `0` (off), in milliseconds.
+ *
+ * @throws InvalidArgumentError when the text is neither `0` nor a positive duration.
+ */
+export function parseDurationOrZero(text: string): number {
+  return text.trim() === "0" ? 0 : parseDuration(text);
+}
+
+/**
  * Parses `--lease-ttl`: a duration (see {@link parseDuration}) of at most
  * 365 days, so that expiry arithmetic stays exact (session-lease/rules.ts).
  *
@@ -67,6 +76,10 @@ interface ServeFlags {
   tlsClientCa?: string;
   authTokenFile?: string;
   metricsListen?: string;
+  metricsTlsCert?: string;
+  metricsTlsKey?: string;
+  metricsTlsClientCa?: string;
+  storeSizeInterval: number;
   redisUsernameFile?: string;
   redisPasswordFile?: string;
   redisTlsCa?: string;
@@ -87,6 +100,9 @@ interface ServeFlags {
 export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOptions {
   if ((f.tlsCert === undefined) !== (f.tlsKey === undefined)) throw new StartupError("--tls-cert and --tls-key go together; give both or neither");
   if (f.tlsClientCa !== undefined && f.tlsCert === undefined) throw new StartupError("--tls-client-ca needs --tls-cert and --tls-key");
+  if ((f.metricsTlsCert === undefined) !== (f.metricsTlsKey === undefined)) throw new StartupError("--metrics-tls-cert and --metrics-tls-key go together; give both or neither");
+  if (f.metricsTlsClientCa !== undefined && f.metricsTlsCert === undefined) throw new StartupError("--metrics-tls-client-ca needs --metrics-tls-cert and --metrics-tls-key");
+  if (f.metricsTlsCert !== undefined && f.metricsListen === undefined) throw new StartupError("--metrics-tls-cert needs --metrics-listen");
   return {
     services: resolveServices(serviceArgs),
     listen: f.listen,
@@ -95,6 +111,8 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
     tls: f.tlsCert === undefined ? undefined : { certFile: f.tlsCert, keyFile: f.tlsKey!, clientCaFile: f.tlsClientCa },
     authTokenFile: f.authTokenFile,
     metricsListen: f.metricsListen,
+    metricsTls: f.metricsTlsCert === undefined ? undefined : { certFile: f.metricsTlsCert, keyFile: f.metricsTlsKey!, clientCaFile: f.metricsTlsClientCa },
+    storeSizeIntervalMs: f.storeSizeInterval,
     backend: {
       store: f.store,
       redisKeyPrefix: f.redisKeyPrefix,
@@ -135,7 +153,15 @@ export function serveCommand(): Command {
     .option("--tls-key <file>", "PEM private key for TLS")
     .option("--tls-client-ca <file>", "require client certificates signed by this PEM CA (mTLS)")
     .option("--auth-token-file <file>", "require 'authorization: Bearer <token>' with a token from this file (one per line, reloaded on change)")
-    .option("--metrics-listen <addr>", "serve Prometheus metrics at http://HOST:PORT/metrics")
+    .option("--metrics-listen <addr>", "serve Prometheus metrics at http://HOST:PORT/metrics (https:// with --metrics-tls-cert)")
+    .option("--metrics-tls-cert <file>", "PEM certificate chain: serve the metrics over HTTPS (may be the --tls-cert file)")
+    .option("--metrics-tls-key <file>", "PEM private key for --metrics-tls-cert (may be the --tls-key file)")
+    .option("--metrics-tls-client-ca <file>", "require scrapers to present a client certificate signed by this PEM CA")
+    .addOption(
+      new Option("--store-size-interval <duration>", "how often the store's size per kind is measured for the metrics (0: never)")
+        .default(60_000, "60s")
+        .argParser(parseDurationOrZero),
+    )
     .option("--redis-username-file <file>", "Redis ACL user name, read from this file")
     .option("--redis-password-file <file>", "Redis password, read from this file")
     .option("--redis-tls-ca <file>", "PEM CA bundle that signs the Redis server certificate (rediss://)")

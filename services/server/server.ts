@@ -11,6 +11,7 @@ import { mountOnGrpc, type AnyServiceImpl } from "./grpc-adapter.js";
 import { instrument } from "./instrument.js";
 import { HealthState, ServingStatus, healthService } from "./health.js";
 import { Metrics } from "./metrics.js";
+import { refreshStoreMetrics } from "./store-metrics.js";
 import { TokenFile } from "./auth.js";
 import { createLogger, type Logger } from "./logger.js";
 import { parseListenAddress, formatListenAddress, isLocalListenAddress, type ListenAddress } from "./addresses.js";
@@ -33,6 +34,10 @@ export interface ServerOptions {
   authTokenFile?: string;
   /** Prometheus listener `host:port`. */
   metricsListen?: string;
+  /** Serve the metrics over HTTPS with these files (`--metrics-tls-cert`, `--metrics-tls-key`, `--metrics-tls-client-ca`). */
+  metricsTls?: TlsFiles;
+  /** Milliseconds between two measurements of the store size for the metrics (`--store-size-interval`); 0 = never. */
+  storeSizeIntervalMs?: number;
   backend: BackendOptions;
   settings: ServiceSettings;
   /** Milliseconds unary calls may take to finish after SIGTERM. */
@@ -123,6 +128,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   if (connectAddr !== undefined) checkCleartext("--connect-listen", connectAddr, tls !== undefined, options.insecureListen);
   const metricsAddr = options.metricsListen === undefined ? undefined : parseListenAddressOrFail("--metrics-listen", options.metricsListen);
   if (metricsAddr?.kind === "unix") throw new StartupError("--metrics-listen must be HOST:PORT");
+  const metricsTls = options.metricsTls === undefined ? undefined : readTls(options.metricsTls, "--metrics-tls");
   let auth: TokenFile | undefined;
   if (options.authTokenFile !== undefined) {
     try {
@@ -136,6 +142,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const backend: Backend = await openBackend(options.backend);
   const durabilityMode = !backend.durable ? (backend.kind === "sqlite" ? "none" : "relaxed") : "full";
   metrics.durability.set({ mode: durabilityMode }, 1);
+  if (backend.kind === "sqlite") backend.db.on("commit", (writes: number) => metrics.groupCommitWrites.observe(writes));
   if (durabilityMode !== "full") logger.warn({ store: backend.description, durability: durabilityMode }, "writes are NOT durable: an acknowledged write can be lost");
   const watch = backend.kind === "redis" ? durabilityWatch(backend.redis) : undefined;
   watch?.on("change", () => {
@@ -169,11 +176,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     }
     let metricsAddress: string | undefined;
     if (metricsAddr?.kind === "tcp") {
-      const m = await metrics.listen(metricsAddr.host, metricsAddr.port).catch((err: Error) => {
+      const m = await metrics.listen(metricsAddr.host, metricsAddr.port, metricsTls).catch((err: Error) => {
         throw new StartupError(`cannot listen on --metrics-listen ${formatListenAddress(metricsAddr)}: ${err.message}`);
       });
       metricsAddress = formatListenAddress({ ...metricsAddr, port: m.port });
       cleanup.push(() => m.server.close());
+      if ((options.storeSizeIntervalMs ?? 0) > 0) {
+        const stop = await refreshStoreMetrics(backend, metrics, options.storeSizeIntervalMs!, logger).catch((err: Error) => {
+          throw new StartupError(`cannot measure the store for the metrics (${err.message}); pass --store-size-interval 0 to turn the measurement off`);
+        });
+        moduleCleanup.push(stop);
+      }
     }
 
     const updateHealth = () => {

@@ -28,13 +28,15 @@ function readPem(file: string, flag: string): Buffer {
 /**
  * Reads the certificate, key and client CA.
  *
+ * @param flags the flags' common prefix, for messages: `--tls` (the gRPC and
+ *   Connect listeners) or `--metrics-tls` (the metrics listener).
  * @throws StartupError naming the flag whose file cannot be read.
  */
-export function readTls(files: TlsFiles): TlsMaterial {
+export function readTls(files: TlsFiles, flags = "--tls"): TlsMaterial {
   return {
-    cert: readPem(files.certFile, "--tls-cert"),
-    key: readPem(files.keyFile, "--tls-key"),
-    clientCa: files.clientCaFile === undefined ? undefined : readPem(files.clientCaFile, "--tls-client-ca"),
+    cert: readPem(files.certFile, `${flags}-cert`),
+    key: readPem(files.keyFile, `${flags}-key`),
+    clientCa: files.clientCaFile === undefined ? undefined : readPem(files.clientCaFile, `${flags}-client-ca`),
   };
 }
 

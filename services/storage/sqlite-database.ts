@@ -13,6 +13,13 @@ export interface SqliteOpenOptions {
   path: string;
   /** Milliseconds a write waits for another process's lock before failing (default 5000). */
   busyTimeoutMs?: number;
+  /**
+   * Open an existing file read-only (default false): no pragma that writes, no
+   * migrations, and only `read` operations succeed. Used to measure a store
+   * beside the connection that writes it (issue 14), since a reader on its own
+   * connection never holds up the writer's group commits (WAL).
+   */
+  readonly?: boolean;
 }
 
 /**
@@ -22,7 +29,10 @@ export interface SqliteOpenOptions {
  * for a write is after its group commit has been fsynced.
  *
  * Emits `notify` events `(topic: string, data: unknown)` for changes the
- * committed operations reported (used by event-log follow), and `fault`
+ * committed operations reported (used by event-log follow), `commit`
+ * `(writes: number)` after every group commit with the number of write
+ * operations it carried (committed or failed together; the
+ * `mecatl_drivers_group_commit_writes` metric, issue 14), and `fault`
  * `(err: Error)` if the worker dies, after which every call rejects.
  */
 export class SqliteDatabase extends EventEmitter {
@@ -49,7 +59,8 @@ export class SqliteDatabase extends EventEmitter {
    */
   static async open(options: SqliteOpenOptions): Promise<SqliteDatabase> {
     const memory = options.path === ":memory:";
-    if (!memory) {
+    const readonly = options.readonly ?? false;
+    if (!memory && !readonly) {
       try {
         mkdirSync(dirname(options.path), { recursive: true });
       } catch (err) {
@@ -58,7 +69,7 @@ export class SqliteDatabase extends EventEmitter {
     }
     const channel = new MessageChannel();
     const worker = new Worker(new URL("./sqlite-worker.js", import.meta.url), {
-      workerData: { path: options.path, port: channel.port2, busyTimeoutMs: options.busyTimeoutMs ?? 5000, durable: !memory },
+      workerData: { path: options.path, port: channel.port2, busyTimeoutMs: options.busyTimeoutMs ?? 5000, durable: !memory, readonly },
       transferList: [channel.port2],
     });
     await new Promise<void>((resolve, reject) => {
@@ -124,7 +135,7 @@ export class SqliteDatabase extends EventEmitter {
     return this.closed;
   }
 
-  private onMessage(m: { type: string; replies?: Array<{ id: number; ok: boolean; value?: unknown; message?: string }>; notifications?: Array<{ topic: string; data: unknown }> }) {
+  private onMessage(m: { type: string; replies?: Array<{ id: number; ok: boolean; value?: unknown; message?: string }>; notifications?: Array<{ topic: string; data: unknown }>; writes?: number }) {
     if (m.type === "replies") {
       for (const r of m.replies ?? []) {
         const p = this.pending.get(r.id);
@@ -134,6 +145,7 @@ export class SqliteDatabase extends EventEmitter {
         else p.reject(new Error(r.message));
       }
       for (const n of m.notifications ?? []) this.emit("notify", n.topic, n.data);
+      if (m.writes !== undefined && m.writes > 0) this.emit("commit", m.writes);
     } else if (m.type === "closed") {
       this.port.close();
     }

@@ -26,6 +26,8 @@ interface WorkerInit {
   port: MessagePort;
   busyTimeoutMs: number;
   durable: boolean;
+  /** Open an existing file read-only: no pragmas that write, no migrations (store measurements, `stats`). */
+  readonly: boolean;
 }
 
 const init = workerData as WorkerInit;
@@ -34,9 +36,14 @@ const ops = sqliteOps as Record<string, { kind: "read" | "write"; run: (db: Data
 
 let db: Database.Database;
 try {
-  db = new Database(init.path);
-  applyPragmas(db, { busyTimeoutMs: init.busyTimeoutMs, durable: init.durable });
-  migrate(db, sqliteMigrations);
+  if (init.readonly) {
+    db = new Database(init.path, { readonly: true, fileMustExist: true });
+    db.pragma(`busy_timeout = ${Math.trunc(init.busyTimeoutMs)}`);
+  } else {
+    db = new Database(init.path);
+    applyPragmas(db, { busyTimeoutMs: init.busyTimeoutMs, durable: init.durable });
+    migrate(db, sqliteMigrations);
+  }
   parentPort!.postMessage({ type: "ready" });
 } catch (err) {
   parentPort!.postMessage({ type: "failed", message: (err as Error).message });
@@ -86,7 +93,8 @@ function drain(): void {
     }
   }
   if (writes.length > 0) replies.push(...runWrites(writes, notifications));
-  port.postMessage({ type: "replies", replies, notifications });
+  // `writes`: how many writes this group commit carried (0 when the batch held only reads), for the batch-size metric.
+  port.postMessage({ type: "replies", replies, notifications, writes: writes.length });
   if (closing && queue.length === 0) {
     db.close();
     port.postMessage({ type: "closed" });
