@@ -75,6 +75,7 @@ interface ServeFlags extends StoreFlags {
   tlsKey?: string;
   tlsClientCa?: string;
   authTokenFile?: string;
+  healthListen?: string;
   metricsListen?: string;
   metricsTlsCert?: string;
   metricsTlsKey?: string;
@@ -106,6 +107,7 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
     insecureListen: f.insecureListen,
     tls: f.tlsCert === undefined ? undefined : { certFile: f.tlsCert, keyFile: f.tlsKey!, clientCaFile: f.tlsClientCa },
     authTokenFile: f.authTokenFile,
+    healthListen: f.healthListen,
     metricsListen: f.metricsListen,
     metricsTls: f.metricsTlsCert === undefined ? undefined : { certFile: f.metricsTlsCert, keyFile: f.metricsTlsKey!, clientCaFile: f.metricsTlsClientCa },
     storeSizeIntervalMs: f.storeSizeInterval,
@@ -138,6 +140,7 @@ export function serveCommand(): Command {
     .option("--tls-key <file>", "PEM private key for TLS")
     .option("--tls-client-ca <file>", "require client certificates signed by this PEM CA (mTLS)")
     .option("--auth-token-file <file>", "require 'authorization: Bearer <token>' with a token from this file (one per line, reloaded on change)")
+    .option("--health-listen <addr>", "also serve grpc.health.v1 alone here, always in cleartext (HOST:PORT or unix:/PATH): for Kubernetes gRPC probes, which cannot use TLS")
     .option("--metrics-listen <addr>", "serve Prometheus metrics at http://HOST:PORT/metrics (https:// with --metrics-tls-cert)")
     .option("--metrics-tls-cert <file>", "PEM certificate chain: serve the metrics over HTTPS (may be the --tls-cert file)")
     .option("--metrics-tls-key <file>", "PEM private key for --metrics-tls-cert (may be the --tls-key file)")

@@ -32,6 +32,11 @@ export interface ServerOptions {
   insecureListen: boolean;
   tls?: TlsFiles;
   authTokenFile?: string;
+  /**
+   * Listener serving only grpc.health.v1, always in cleartext (`--health-listen`):
+   * for Kubernetes' gRPC probes, which cannot use TLS (issue 14).
+   */
+  healthListen?: string;
   /** Prometheus listener `host:port`. */
   metricsListen?: string;
   /** Serve the metrics over HTTPS with these files (`--metrics-tls-cert`, `--metrics-tls-key`, `--metrics-tls-client-ca`). */
@@ -50,6 +55,7 @@ export interface RunningServer {
   /** The bound gRPC address, with the real port when 0 was asked for. */
   address: string;
   connectAddress?: string;
+  healthAddress?: string;
   metricsAddress?: string;
   logger: Logger;
   /**
@@ -126,6 +132,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const tls = options.tls === undefined ? undefined : readTls(options.tls);
   checkCleartext("--listen", grpcAddr, tls !== undefined, options.insecureListen);
   if (connectAddr !== undefined) checkCleartext("--connect-listen", connectAddr, tls !== undefined, options.insecureListen);
+  const healthAddr = options.healthListen === undefined ? undefined : parseListenAddressOrFail("--health-listen", options.healthListen);
   const metricsAddr = options.metricsListen === undefined ? undefined : parseListenAddressOrFail("--metrics-listen", options.metricsListen);
   if (metricsAddr?.kind === "unix") throw new StartupError("--metrics-listen must be HOST:PORT");
   const metricsTls = options.metricsTls === undefined ? undefined : readTls(options.metricsTls, "--metrics-tls");
@@ -174,6 +181,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       connect = await listenConnect(withHealth, connectAddr, tls);
       cleanup.push(() => connect!.server.close());
     }
+    let healthAddress: string | undefined;
+    if (healthAddr !== undefined) {
+      const probes = new grpc.Server();
+      mountOnGrpc(probes, Health, healthService(health) as unknown as AnyServiceImpl, streamShutdown.signal);
+      await clearStaleSocket(healthAddr);
+      healthAddress = await bindGrpc(probes, healthAddr, grpc.ServerCredentials.createInsecure());
+      cleanup.push(() => probes.forceShutdown());
+    }
     let metricsAddress: string | undefined;
     if (metricsAddr?.kind === "tcp") {
       const m = await metrics.listen(metricsAddr.host, metricsAddr.port, metricsTls).catch((err: Error) => {
@@ -201,7 +216,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // bound address (the real port when :0 was asked for) from this line.
     logger
       .child({}, { level: "info" })
-      .info({ address, connectAddress: connect?.address, metricsAddress, services: options.services, store: backend.description }, "listening");
+      .info({ address, connectAddress: connect?.address, healthAddress, metricsAddress, services: options.services, store: backend.description }, "listening");
 
     let closed: Promise<void> | undefined;
     const close = () => {
@@ -229,7 +244,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       })();
       return closed;
     };
-    return { address, connectAddress: connect?.address, metricsAddress, logger, close };
+    return { address, connectAddress: connect?.address, healthAddress, metricsAddress, logger, close };
   } catch (err) {
     grpcServer.forceShutdown();
     for (const c of cleanup) c();
