@@ -7,6 +7,13 @@ import type { DriverTls } from "./transport.js";
 /** Environment variable read when `--driver-auth-token` is not given (wire-contract.md section 6). */
 export const AUTH_TOKEN_ENV = "MECATL_DRIVER_AUTH_TOKEN";
 
+/**
+ * Environment variable giving the default target of every `--*-url` flag not
+ * given on the command line (issue 14), e.g. `MECATL_DRIVERS_TARGET=127.0.0.1:50051`
+ * for a server that serves all four services on one port.
+ */
+export const TARGET_ENV = "MECATL_DRIVERS_TARGET";
+
 /** Commander's parsed values of the flags {@link addDriverOptions} defines. */
 export interface DriverFlags {
   sessionStoreUrl?: string;
@@ -41,11 +48,11 @@ const URL_HELP: Record<UrlFlag, string> = {
 /**
  * Adds the harness's driver flags to `command`: the `--*-url` flags listed in
  * `urls` (gRPC targets: HOST:PORT, dns:///HOST:PORT, unix:/PATH,
- * unix:///PATH) and `--driver-tls`, `--driver-tls-ca`, `--driver-tls-cert`,
+ * unix:///PATH; each defaults to `MECATL_DRIVERS_TARGET`) and `--driver-tls`, `--driver-tls-ca`, `--driver-tls-cert`,
  * `--driver-tls-key`, `--driver-auth-token` (or `MECATL_DRIVER_AUTH_TOKEN`).
  */
 export function addDriverOptions(command: Command, urls: readonly UrlFlag[]): Command {
-  for (const u of urls) command.option(`--${u}-url <target>`, `${URL_HELP[u]}: HOST:PORT, dns:///HOST:PORT, unix:/PATH or unix:///PATH`);
+  for (const u of urls) command.addOption(new Option(`--${u}-url <target>`, `${URL_HELP[u]}: HOST:PORT, dns:///HOST:PORT, unix:/PATH or unix:///PATH`).env(TARGET_ENV));
   return command
     .option("--driver-tls", "use TLS 1.2+ to the drivers (required for any target that is not loopback or a unix socket)")
     .option("--driver-tls-ca <file>", "PEM CA bundle that signs the driver certificates (default: system roots); needs --driver-tls")

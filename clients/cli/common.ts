@@ -1,8 +1,8 @@
 import { Command, InvalidArgumentError } from "commander";
-import { addDriverOptions, driverClientOptions, URL_FLAG_KEYS, type DriverFlags, type UrlFlag } from "../driver-flags.js";
+import { addDriverOptions, driverClientOptions, TARGET_ENV, URL_FLAG_KEYS, type DriverFlags, type UrlFlag } from "../driver-flags.js";
 import { openDriverClients, type DriverClients } from "../factory.js";
 import { parseRfc3339 } from "../time.js";
-import { UsageError } from "./output.js";
+import { printJson, UsageError } from "./output.js";
 
 /** Flags every operator command has: the driver flags plus `--json`. */
 export interface CommonFlags extends DriverFlags {
@@ -26,7 +26,9 @@ export function leafCommand(name: string, description: string, url: UrlFlag): Co
 export async function withClients<T>(flags: DriverFlags, url: UrlFlag, fn: (clients: DriverClients) => Promise<T>): Promise<T> {
   const key = URL_FLAG_KEYS[url];
   const target = flags[key];
-  if (typeof target !== "string" || target === "") throw new UsageError(`--${url}-url is required (a gRPC target such as 127.0.0.1:50051 or unix:/run/mecatl/driver.sock)`);
+  if (typeof target !== "string" || target === "") {
+    throw new UsageError(`--${url}-url is required (a gRPC target such as 127.0.0.1:50051 or unix:/run/mecatl/driver.sock), or set ${TARGET_ENV} for every --*-url at once`);
+  }
   const options = driverClientOptions(flags);
   const clients = await openDriverClients({ tls: options.tls, authToken: options.authToken, [key]: target });
   try {
@@ -34,6 +36,20 @@ export async function withClients<T>(flags: DriverFlags, url: UrlFlag, fn: (clie
   } finally {
     clients.close();
   }
+}
+
+/**
+ * Runs `fn` for each id in turn on one connection, then reports
+ * `<verb> <id>` per line, or `{"<verb>": [ids]}` with `--json`.
+ *
+ * @throws what {@link withClients} or `fn` throws (ids before the failing one were done).
+ */
+export async function forEachId(ids: string[], flags: CommonFlags, url: UrlFlag, verb: string, fn: (clients: DriverClients, id: string) => Promise<void>): Promise<void> {
+  await withClients(flags, url, async (c) => {
+    for (const id of ids) await fn(c, id);
+  });
+  if (flags.json) printJson({ [verb]: ids });
+  else for (const id of ids) process.stdout.write(`${verb} ${id}\n`);
 }
 
 /** Commander parser for a whole number ≥ 0. */

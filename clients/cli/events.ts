@@ -1,7 +1,9 @@
 import { Command } from "commander";
+import { readFileSync } from "node:fs";
 import type { CursorRecord, EventLogClient } from "../event-log-client.js";
+import { tailCursor } from "../event-log-tail.js";
 import { leafCommand, parseCount, withClients, type CommonFlags } from "./common.js";
-import { action, printJsonLine } from "./output.js";
+import { action, printJsonLine, UsageError } from "./output.js";
 
 interface ReadFlags extends CommonFlags {
   cursor?: string;
@@ -52,9 +54,9 @@ class RecordPrinter {
     process.stdout.write(`${r.kind.padEnd(5)}  ${String(r.live).padEnd(5)}  ${bytes.padStart(8)}  ${type.padEnd(20)}  ${r.cursor}\n`);
   }
 
-  /** Tells a human where to resume (stderr, so stdout stays parseable). */
+  /** Tells a human how many records were printed and where to resume (stderr, so stdout stays parseable). */
   finish(): void {
-    if (!this.json && this.last !== undefined) process.stderr.write(`${this.count} record(s); resume with --cursor ${this.last}\n`);
+    process.stderr.write(`${this.count} record(s)${this.last === undefined ? "" : `; resume with --cursor ${this.last}`}\n`);
   }
 }
 
@@ -73,6 +75,7 @@ function interruptSignal(): { signal: AbortSignal; dispose(): void } {
   };
 }
 
+/** Streams records into `printer` until the log (or `--limit`) ends or, when following, until SIGINT/SIGTERM; then prints the count. */
 async function readInto(log: EventLogClient, sessionId: string, flags: ReadFlags, cursor: string | undefined, printer: RecordPrinter): Promise<void> {
   const interrupt = interruptSignal();
   try {
@@ -81,6 +84,24 @@ async function readInto(log: EventLogClient, sessionId: string, flags: ReadFlags
     interrupt.dispose();
     printer.finish();
   }
+}
+
+/**
+ * For a driver whose cursors are not `cur/1` envelopes (so {@link tailCursor}
+ * cannot position a read): reads the whole log, prints its last `last`
+ * records, and returns the cursor after the log's last record (undefined for
+ * an empty log).
+ */
+async function printLastByScanning(log: EventLogClient, sessionId: string, last: number, printer: RecordPrinter): Promise<string | undefined> {
+  const recent: CursorRecord[] = [];
+  let cursor: string | undefined;
+  for await (const r of log.readAfter(sessionId)) {
+    recent.push(r);
+    if (recent.length > last) recent.shift();
+    cursor = r.cursor;
+  }
+  for (const r of recent) printer.print(r);
+  return cursor;
 }
 
 function readOptions(cmd: Command): Command {
@@ -108,27 +129,45 @@ export function eventsCommand(): Command {
   );
 
   events.addCommand(
-    readOptions(leafCommand("tail", "print the last records of a session's log, then follow new ones (or follow from --cursor)", "event-log"))
+    readOptions(leafCommand("tail", "print the last records of a session's log, reading only the end of it, then follow new ones (or follow from --cursor); Ctrl-C ends and says how many records were printed", "event-log"))
       .option("--last <n>", "records already in the log to print first (ignored with --cursor)", parseCount, 10)
-      .option("--no-follow", "print the last records and stop")
+      .option("--no-follow", "print the last records (or, with --cursor, the records after it) and stop")
       .action(
         action(async (sessionId: string, flags: TailFlags) => {
           const printer = new RecordPrinter(flags.json ?? false);
           await withClients(flags, "event-log", async (c) => {
-            let cursor = flags.cursor;
-            if (cursor === undefined) {
-              const recent: CursorRecord[] = [];
-              for await (const r of c.eventLog!.readAfter(sessionId)) {
-                recent.push(r);
-                if (recent.length > flags.last) recent.shift();
-                cursor = r.cursor;
-              }
-              for (const r of recent) printer.print(r);
-              printer.count = 0;
+            const log = c.eventLog!;
+            let start = flags.cursor;
+            let fromTail = false;
+            if (start === undefined) {
+              start = await tailCursor(log, sessionId, flags.last);
+              fromTail = start !== undefined;
+              start ??= await printLastByScanning(log, sessionId, flags.last, printer);
             }
-            if (flags.follow === false) return printer.finish();
-            await readInto(c.eventLog!, sessionId, { ...flags, follow: true }, cursor, printer);
+            if (flags.follow !== false) return readInto(log, sessionId, { ...flags, follow: true }, start, printer);
+            if (fromTail && flags.last === 0) return printer.finish();
+            await readInto(log, sessionId, { ...flags, follow: false, limit: fromTail ? flags.last : flags.limit }, start, printer);
           });
+        }),
+      ),
+  );
+
+  events.addCommand(
+    leafCommand("append", "append events to a session's log: one JSON object as an argument, or one per line from --file; prints the cursor after each", "event-log")
+      .argument("<session-id>", "the session whose log to append to")
+      .argument("[event]", "the event, a JSON object such as '{\"type\":\"note\",\"text\":\"hi\"}'")
+      .option("--file <path>", "append every line of this file (- for stdin) as one event, in order; blank lines are skipped")
+      .action(
+        action(async (sessionId: string, event: string | undefined, flags: CommonFlags & { file?: string }) => {
+          if ((event === undefined) === (flags.file === undefined)) throw new UsageError("give the event as an argument or --file, not both and not neither");
+          const payloads = event !== undefined ? [event] : readFileSync(flags.file === "-" ? 0 : flags.file!, "utf8").split("\n").filter((l) => l.trim() !== "");
+          const cursors = await withClients(flags, "event-log", async (c) => {
+            const out: string[] = [];
+            for (const p of payloads) out.push(await c.eventLog!.append(sessionId, p));
+            return out;
+          });
+          if (flags.json) for (const cursor of cursors) printJsonLine({ cursor });
+          else process.stdout.write(`appended ${cursors.length} event(s) to ${sessionId}; resume after them with --cursor ${cursors.at(-1)}\n`);
         }),
       ),
   );

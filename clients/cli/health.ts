@@ -1,5 +1,5 @@
 import { Command } from "commander";
-import { addDriverOptions, driverClientOptions, URL_FLAG_KEYS, type UrlFlag } from "../driver-flags.js";
+import { addDriverOptions, driverClientOptions, TARGET_ENV, URL_FLAG_KEYS, type UrlFlag } from "../driver-flags.js";
 import { DriverConnections } from "../transport.js";
 import { checkHealth } from "../health-client.js";
 import type { CommonFlags } from "./common.js";
@@ -36,7 +36,7 @@ export function healthCommand(): Command {
           if (target === undefined) continue;
           byTarget.set(target, [...(byTarget.get(target) ?? [""]), SERVICE_OF[u]]);
         }
-        if (byTarget.size === 0) throw new UsageError(`give at least one of ${urls.map((u) => `--${u}-url`).join(", ")}`);
+        if (byTarget.size === 0) throw new UsageError(`give at least one of ${urls.map((u) => `--${u}-url`).join(", ")}, or set ${TARGET_ENV}`);
         const options = driverClientOptions(flags);
         const connections = new DriverConnections({ tls: options.tls, authToken: options.authToken });
         const rows: HealthRow[] = [];

@@ -1,9 +1,10 @@
 import { Command } from "commander";
 import { hostname } from "node:os";
+import { LeaseHeldError } from "../errors.js";
 import type { Lease } from "../session-lease-client.js";
 import { formatNanos } from "../time.js";
 import { leafCommand, parseToken, withClients, type CommonFlags } from "./common.js";
-import { action, printJson, printTable } from "./output.js";
+import { action, EXIT_FAILURE, printJson, printTable } from "./output.js";
 
 interface LeaseFlags extends CommonFlags {
   owner: string;
@@ -51,11 +52,29 @@ export function leasesCommand(): Command {
   );
 
   leases.addCommand(
-    held("release", "give a lease up (a no-op when owner or token no longer match)").action(
+    held("release", "give a lease up; exits 1 saying so when no live lease matched the owner and token (already released, expired, or taken over)").action(
       action(async (sessionId: string, flags: LeaseFlags) => {
-        await withClients(flags, "session-lease", (c) => c.sessionLease!.release({ sessionId, owner: flags.owner, token: flags.token!, expiry: 0n }));
-        if (flags.json) printJson({ released: { sessionId, owner: flags.owner, token: flags.token } });
-        else process.stdout.write(`released ${sessionId} (owner ${flags.owner}, token ${flags.token})\n`);
+        const lease = { sessionId, owner: flags.owner, token: flags.token!, expiry: 0n };
+        const released = await withClients(flags, "session-lease", async (c) => {
+          // Release answers OK whether or not it matched (wire-contract.md section 4.3). A Renew
+          // first tells: it succeeds only for a live lease of this owner and token, and the
+          // Release that follows at once removes it, so a match changes nothing but the report.
+          const matched = await c.sessionLease!.renew(lease).then(
+            () => true,
+            (err: unknown) => {
+              if (err instanceof LeaseHeldError) return false;
+              throw err;
+            },
+          );
+          await c.sessionLease!.release(lease);
+          return matched;
+        });
+        if (flags.json) printJson({ released, sessionId, owner: flags.owner, token: flags.token });
+        else if (released) process.stdout.write(`released ${sessionId} (owner ${flags.owner}, token ${flags.token})\n`);
+        if (!released) {
+          process.stderr.write(`mecatl-drivers: nothing released: no live lease on ${sessionId} is held by ${flags.owner} with token ${flags.token} (already released, expired, or taken over)\n`);
+          process.exitCode = EXIT_FAILURE;
+        }
       }),
     ),
   );

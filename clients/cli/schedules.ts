@@ -1,7 +1,7 @@
 import { Command } from "commander";
 import type { Schedule, ScheduleFire } from "../schedule-records.js";
 import { formatNanos, nowNanos, parseRfc3339 } from "../time.js";
-import { leafCommand, parseTime, withClients, type CommonFlags } from "./common.js";
+import { forEachId, leafCommand, parseTime, withClients, type CommonFlags } from "./common.js";
 import { action, printFields, printJson, printTable } from "./output.js";
 
 /** A time field for display: `-` for the zero time or absent, RFC 3339 UTC otherwise (unparseable text is shown as is). */
@@ -49,11 +49,11 @@ function firedAt(f: ScheduleFire): bigint {
 }
 
 /**
- * `mecatl-drivers schedules list|get|due|fires`: read-only views of
- * ScheduleStoreService (wire-contract.md section 5).
+ * `mecatl-drivers schedules list|get|due|fires|enable|disable|delete`:
+ * ScheduleStoreService as an operator uses it (wire-contract.md section 5).
  */
 export function schedulesCommand(): Command {
-  const schedules = new Command("schedules").description("inspect scheduled tasks and their fires (ScheduleStoreService)");
+  const schedules = new Command("schedules").description("inspect, enable, disable and delete scheduled tasks and their fires (ScheduleStoreService)");
 
   schedules.addCommand(
     leafCommand("list", "list every schedule with its firing state", "schedule-store").action(
@@ -114,6 +114,19 @@ export function schedulesCommand(): Command {
           );
         }),
       ),
+  );
+  for (const enabled of [true, false]) {
+    schedules.addCommand(
+      leafCommand(enabled ? "enable" : "disable", enabled ? "let schedules fire again when due (SetScheduleEnabled)" : "stop schedules from firing, keeping them and their fires (SetScheduleEnabled)", "schedule-store")
+        .argument("<name...>", "the schedule names")
+        .action(action((names: string[], flags: CommonFlags) => forEachId(names, flags, "schedule-store", enabled ? "enabled" : "disabled", (c, name) => c.scheduleStore!.setScheduleEnabled(name, enabled)))),
+    );
+  }
+
+  schedules.addCommand(
+    leafCommand("delete", "delete schedules (DeleteSchedule; idempotent: an unknown name is not an error); refused while an owned-placement deletion is pending", "schedule-store")
+      .argument("<name...>", "the schedule names")
+      .action(action((names: string[], flags: CommonFlags) => forEachId(names, flags, "schedule-store", "deleted", (c, name) => c.scheduleStore!.deleteSchedule(name)))),
   );
   return schedules;
 }

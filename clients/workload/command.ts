@@ -1,18 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { Command, InvalidArgumentError } from "commander";
-import { parseDuration, parsePositiveInt } from "../../services/server/serve-command.js";
-import { addDriverOptions, driverClientOptions, type DriverFlags } from "../driver-flags.js";
+import { parseDuration, parseDurationOrZero, parsePositiveInt } from "../../services/server/serve-command.js";
+import { addDriverOptions, driverClientOptions, TARGET_ENV, type DriverFlags } from "../driver-flags.js";
 import { openDriverClients } from "../factory.js";
 import { action, printJson, UsageError } from "../cli/output.js";
 import { parseCount } from "../cli/common.js";
 import { DEFAULT_WORKLOAD, type WorkloadOptions } from "./context.js";
-import { runWorkload } from "./run.js";
+import { disableSchedules, runWorkload } from "./run.js";
 import { formatSummary, progressLine, summarize } from "./report.js";
-
-/** A duration flag that also accepts `0` (off). */
-function parseDurationOrZero(text: string): number {
-  return text.trim() === "0" ? 0 : parseDuration(text);
-}
 
 /** A byte size such as `6MiB`, `512KiB` or `1048576`. */
 export function parseSize(text: string): number {
@@ -22,6 +17,9 @@ export function parseSize(text: string): number {
   const factor = { b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, kb: 1e3, mb: 1e6, gb: 1e9 }[unit]!;
   return Math.round(Number(m[1]) * factor);
 }
+
+/** Exit status of a run stopped by Ctrl-C whose checks passed (128 + SIGINT, as shells report it). */
+const EXIT_INTERRUPTED = 130;
 
 interface WorkloadFlags extends DriverFlags {
   duration: number;
@@ -47,7 +45,9 @@ interface WorkloadFlags extends DriverFlags {
  * `mecatl-drivers workload`: emulates harness processes, watchers and a
  * scheduler against running driver services, prints live progress, then a
  * summary with throughput, latency percentiles per RPC and invariant checks.
- * Exits 1 on any violation, 2 on bad flags.
+ * Exits 1 on any violation, 2 on bad flags, 130 when interrupted (Ctrl-C)
+ * with every check passed; an interrupted run still prints its summary and
+ * leaves none of its schedules enabled.
  */
 export function workloadCommand(): Command {
   const d = DEFAULT_WORKLOAD;
@@ -75,7 +75,7 @@ export function workloadCommand(): Command {
     .option("--quiet", "no live progress")
     .action(
       action(async (flags: WorkloadFlags) => {
-        if (flags.sessionStoreUrl === undefined) throw new UsageError("--session-store-url is required; --event-log-url, --session-lease-url and --schedule-store-url enable the other parts");
+        if (flags.sessionStoreUrl === undefined) throw new UsageError(`--session-store-url is required; --event-log-url, --session-lease-url and --schedule-store-url enable the other parts (${TARGET_ENV} sets all four)`);
         const options: WorkloadOptions = {
           durationMs: flags.duration,
           processes: flags.processes,
@@ -94,17 +94,36 @@ export function workloadCommand(): Command {
           runId: flags.runId ?? `wl-${Date.now().toString(36)}-${randomBytes(3).toString("hex")}`,
         };
         const clients = await openDriverClients(driverClientOptions(flags));
+        // First Ctrl-C (or SIGTERM): stop the turns, then drain, check, clean up and print the
+        // summary as after a full run. Second: disable the run's schedules and quit at once.
+        const interrupt = new AbortController();
+        const onSignal = () => {
+          if (!interrupt.signal.aborted) {
+            process.stderr.write("workload: interrupted; finishing the turns, then checking and cleaning up (Ctrl-C again to quit at once)\n");
+            interrupt.abort();
+            return;
+          }
+          process.stderr.write("workload: quitting without the checks; the run's schedules are disabled, its data is left in the store\n");
+          const quit = () => process.exit(EXIT_INTERRUPTED);
+          if (clients.scheduleStore === undefined) quit();
+          else void disableSchedules(clients.scheduleStore, options, 5_000).then(quit, quit);
+        };
+        process.on("SIGINT", onSignal);
+        process.on("SIGTERM", onSignal);
         try {
           const result = await runWorkload(
             { sessionStore: clients.sessionStore!, eventLog: clients.eventLog, sessionLease: clients.sessionLease, scheduleStore: clients.scheduleStore },
             options,
             flags.quiet ? undefined : (p) => process.stderr.write(`${progressLine(p)}\n`),
+            interrupt.signal,
           );
           const summary = summarize(result);
           if (flags.json) printJson(summary);
           else process.stdout.write(formatSummary(summary));
-          if (!summary.ok) process.exitCode = 1;
+          process.exitCode = !summary.ok ? 1 : summary.interrupted ? EXIT_INTERRUPTED : 0;
         } finally {
+          process.off("SIGINT", onSignal);
+          process.off("SIGTERM", onSignal);
           clients.close();
         }
       }),

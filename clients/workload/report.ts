@@ -33,6 +33,8 @@ export interface WorkloadSummary {
   checks: Array<{ check: string; checked: boolean; violations: number }>;
   violations: Array<{ check: string; detail: string }>;
   skipped: string[];
+  /** True when Ctrl-C ended the turns before `--duration`. */
+  interrupted: boolean;
   ok: boolean;
 }
 
@@ -88,6 +90,7 @@ export function summarize(r: WorkloadResult): WorkloadSummary {
     checks: CHECKS.map((check) => ({ check, checked: applies(check, r.ran), violations: r.violations.count(check) })),
     violations: r.violations.list,
     skipped: r.skipped,
+    interrupted: r.interrupted,
     ok: r.violations.total === 0,
   };
 }
@@ -104,7 +107,7 @@ export function formatSummary(s: WorkloadSummary): string {
   rows.push(["total", String(s.totals.calls), "", String(s.totals.errors), fixed(s.totals.callsPerSecond, 1), fixed(s.totals.mibPerSecond, 2), "", ""]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const fmt = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
-  lines.push(`workload: ${fixed(s.writeSeconds, 1)} s of turns; REFUSED = expected answers such as a lease held by another owner or a claim that lost its slot`, "", fmt(head), ...rows.map(fmt), "");
+  lines.push(`workload: ${fixed(s.writeSeconds, 1)} s of turns${s.interrupted ? " (interrupted)" : ""}; REFUSED = expected answers such as a lease held by another owner or a claim that lost its slot`, "", fmt(head), ...rows.map(fmt), "");
   const c = s.counts;
   lines.push(
     `sessions ${c.sessions}, turns ${c.turns}, lease grants ${c.leaseGrants}, claims ${c.claims} (${c.lostClaims} lost races), crashes ${c.crashes}, watcher reconnects ${c.watcherReconnects}, resumes after errors ${c.watcherResumes}`,

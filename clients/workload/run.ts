@@ -2,13 +2,15 @@ import type { SessionStoreClient } from "../session-store-client.js";
 import type { EventLogClient } from "../event-log-client.js";
 import type { SessionLeaseClient } from "../session-lease-client.js";
 import type { ScheduleStoreClient } from "../schedule-store-client.js";
+import { setTimeout as sleep } from "node:timers/promises";
 import { nowNanos } from "../time.js";
 import { Random } from "./content.js";
 import type { WorkloadContext, WorkloadOptions } from "./context.js";
 import { HarnessProcess, type SlotState } from "./harness.js";
 import { LeaseLedger } from "./lease-ledger.js";
 import { Slot, Violations, type SessionModel } from "./model.js";
-import { ClaimLedger, SchedulerCandidate, workloadSchedule } from "./scheduler.js";
+import { ClaimLedger, SchedulerCandidate, workloadSchedule, workloadScheduleName } from "./scheduler.js";
+import { ScheduleNotFoundError } from "../errors.js";
 import { WorkloadStats } from "./stats.js";
 import { cleanUp, verifyRun } from "./verify.js";
 import { Watcher } from "./watcher.js";
@@ -39,6 +41,8 @@ export interface WorkloadResult {
   skipped: string[];
   /** Which parts ran: events and watchers, leases, the scheduler. */
   ran: { events: boolean; leases: boolean; scheduler: boolean };
+  /** True when the run was interrupted (Ctrl-C) before its duration was over. */
+  interrupted: boolean;
 }
 
 /** Progress as reported about once a second. */
@@ -59,8 +63,24 @@ export interface WorkloadProgress {
  * crash and restart if asked. Then the watchers drain, the store is checked
  * against everything acknowledged, and (unless `keepData`) the run's
  * sessions and schedules are deleted.
+ *
+ * `interrupt` (Ctrl-C) ends the turns early; the drain, the checks and the
+ * clean-up still run, so the summary covers what was done. Whatever happens
+ * after the schedules were created, none of them is left enabled: they are
+ * deleted, or with `keepData` disabled (issue 14), so no harness sharing the
+ * store keeps firing them.
  */
-export async function runWorkload(clients: WorkloadClients, options: WorkloadOptions, onProgress?: (p: WorkloadProgress) => void): Promise<WorkloadResult> {
+export async function runWorkload(clients: WorkloadClients, options: WorkloadOptions, onProgress?: (p: WorkloadProgress) => void, interrupt?: AbortSignal): Promise<WorkloadResult> {
+  try {
+    return await runParts(clients, options, onProgress, interrupt);
+  } catch (err) {
+    // A run that failed part-way still leaves none of its schedules enabled.
+    if (clients.scheduleStore !== undefined) await disableSchedules(clients.scheduleStore, options).catch(() => undefined);
+    throw err;
+  }
+}
+
+async function runParts(clients: WorkloadClients, options: WorkloadOptions, onProgress: ((p: WorkloadProgress) => void) | undefined, interrupt: AbortSignal | undefined): Promise<WorkloadResult> {
   const stop = new AbortController();
   const ctx: WorkloadContext = { options, ...clients, stats: new WorkloadStats(), violations: new Violations(), leases: new LeaseLedger(), stop: stop.signal };
   const skipped: string[] = [];
@@ -114,7 +134,7 @@ export async function runWorkload(clients: WorkloadClients, options: WorkloadOpt
     }
   })();
 
-  await new Promise((r) => setTimeout(r, options.durationMs));
+  await sleep(options.durationMs, undefined, { signal: interrupt }).catch(() => undefined);
   stop.abort();
   const writeSeconds = ctx.stats.elapsedSeconds();
   await crashing;
@@ -127,6 +147,8 @@ export async function runWorkload(clients: WorkloadClients, options: WorkloadOpt
 
   const all: SessionModel[] = sessions();
   await verifyRun(ctx, all, scheduleNames, ledger);
+  // Disabled first, so that a schedule whose deletion fails does not keep firing.
+  if (clients.scheduleStore !== undefined) await disableSchedules(clients.scheduleStore, options);
   if (!options.keepData) await cleanUp(ctx, all, scheduleNames);
   return {
     stats: ctx.stats,
@@ -142,5 +164,25 @@ export async function runWorkload(clients: WorkloadClients, options: WorkloadOpt
     watcherResumes: watchers.reduce((n, w) => n + w.resumes, 0),
     skipped,
     ran: { events: clients.eventLog !== undefined, leases: clients.sessionLease !== undefined, scheduler: scheduling },
+    interrupted: interrupt?.aborted ?? false,
   };
+}
+
+/**
+ * Disables every schedule a run with these options may have created
+ * (`<runId>-sched-<i>`); names that do not exist (any more) are skipped.
+ * Used after every run (before its clean-up), after a run that failed, and
+ * when the operator stops a run at once, so that none of its schedules keeps
+ * firing.
+ *
+ * @param timeoutMs bound on each call (default: none).
+ * @throws what SetScheduleEnabled throws besides not-found.
+ */
+export async function disableSchedules(store: ScheduleStoreClient, options: Pick<WorkloadOptions, "runId" | "schedules">, timeoutMs?: number): Promise<void> {
+  const names = Array.from({ length: options.schedules }, (_, i) => workloadScheduleName(options.runId, i));
+  const disable = (name: string) =>
+    store.setScheduleEnabled(name, false, { timeoutMs }).catch((err: unknown) => {
+      if (!(err instanceof ScheduleNotFoundError)) throw err;
+    });
+  await Promise.all(names.map(disable));
 }

@@ -13,12 +13,17 @@ export function cronNext(cron: string, afterNanos: bigint): bigint {
   return BigInt(next.getTime()) * 1_000_000n;
 }
 
+/** The name of a run's `index`-th schedule: `<runId>-sched-<index>`. */
+export function workloadScheduleName(runId: string, index: number): string {
+  return `${runId}-sched-${index}`;
+}
+
 /** A schedule of this run: fires every second (even indexes) or every two seconds (odd ones). */
 export function workloadSchedule(runId: string, index: number, now: bigint): Schedule {
   const cron = index % 2 === 0 ? "* * * * * *" : "*/2 * * * * *";
   return {
     Spec: {
-      Name: `${runId}-sched-${index}`,
+      Name: workloadScheduleName(runId, index),
       Prompt: "summarise what changed since the last run",
       Parts: null,
       Trigger: { Cron: cron, OneShot: ZERO_TIME },

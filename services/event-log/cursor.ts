@@ -1,7 +1,7 @@
 import { cursorMalformed } from "./log-error.js";
+import { CURSOR_VERSION } from "../../common/event-cursor.js";
 
-/** The envelope version every cursor carries in `v` (wire-contract.md section 3.8). */
-export const CURSOR_VERSION = "cur/1";
+export { CURSOR_VERSION, encodeCursor } from "../../common/event-cursor.js";
 
 /** A decoded cursor: the log generation it was issued under and the position after its record. */
 export interface CursorPosition {
@@ -23,19 +23,6 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 /** True for a generation as this driver mints them: 16 lowercase hex characters. */
 export function isGeneration(text: string): boolean {
   return GENERATION.test(text);
-}
-
-/**
- * Encodes a cursor as base64url without padding of the JSON object
- * `{"v":"cur/1","s":<session id>,"g":<generation>,"p":<position>}`, keys in
- * that order, every value a string (wire-contract.md section 3.8). Never
- * returns the empty string, which would mean "the beginning".
- *
- * @param position record count up to and including the record, ≥ 1.
- */
-export function encodeCursor(sessionId: string, generation: string, position: number): string {
-  const json = JSON.stringify({ v: CURSOR_VERSION, s: sessionId, g: generation, p: String(position) });
-  return Buffer.from(json, "utf8").toString("base64url");
 }
 
 /**

@@ -7,9 +7,19 @@ import type { Logger } from "./logger.js";
 export { Status as ServingStatus };
 
 /**
+ * The health name for liveness probes (issue 14): SERVING for as long as the
+ * process answers, whatever the store's state and also while shutting down,
+ * so that an orchestrator restarts a process that stopped answering but never
+ * one that merely waits for its store (a restart cannot fix the store).
+ * Readiness uses the overall name `""` or a service name.
+ */
+export const LIVENESS_SERVICE = "liveness";
+
+/**
  * Serving status per gRPC service name, and overall under the empty name
  * (grpc.health.v1). Every served service shares the backend, so they turn
- * NOT_SERVING together while it is unreachable or the process shuts down.
+ * NOT_SERVING together while it is unreachable or the process shuts down;
+ * {@link LIVENESS_SERVICE} alone stays SERVING.
  */
 export class HealthState extends EventEmitter {
   private readonly statuses = new Map<string, Status>();
@@ -19,12 +29,13 @@ export class HealthState extends EventEmitter {
     super();
     this.setMaxListeners(0);
     for (const s of ["", ...services]) this.statuses.set(s, Status.NOT_SERVING);
+    this.statuses.set(LIVENESS_SERVICE, Status.SERVING);
   }
 
-  /** Sets every known service (and the overall entry) to `status`, notifying watchers on change. */
+  /** Sets every known service (and the overall entry), not {@link LIVENESS_SERVICE}, to `status`, notifying watchers on change. */
   setAll(status: Status): void {
     for (const name of this.statuses.keys()) {
-      if (this.statuses.get(name) !== status) {
+      if (name !== LIVENESS_SERVICE && this.statuses.get(name) !== status) {
         this.statuses.set(name, status);
         this.emit("change", name, status);
       }

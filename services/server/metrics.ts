@@ -1,11 +1,18 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { createServer, type Server } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import type { TlsMaterial } from "./tls.js";
 import { STORE_FAILURE_KINDS } from "../storage/store-failure.js";
 
 /**
  * The process's Prometheus metrics (DESIGN.md "Transport"): per-method call
  * counts by status code and latency, backend health and durability mode, store
- * failures by kind, and live follow streams. Served as text on `--metrics-listen` at `/metrics`.
+ * failures by kind, live follow streams, SQLite group-commit sizes and the
+ * store's size per kind (issue 14), plus the standard process and Node.js
+ * metrics under their standard names (`process_cpu_seconds_total`,
+ * `nodejs_heap_size_used_bytes`, ...: no prefix, so stock dashboards work).
+ * Served as text on `--metrics-listen` at `/metrics`, over HTTPS with
+ * `--metrics-tls-cert`.
  */
 export class Metrics {
   readonly registry = new Registry();
@@ -81,19 +88,59 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * Writes per SQLite group commit: one transaction and one fsync carry this
+   * many write operations (issue 14). Near 1 under light load; it grows with
+   * concurrency, which is how SQLite keeps up with many writers.
+   */
+  readonly groupCommitWrites = new Histogram({
+    name: "mecatl_drivers_group_commit_writes",
+    help: "Write operations per SQLite group commit (one transaction, one fsync)",
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+    registers: [this.registry],
+  });
+  /** Records per kind in the store (sessions, events, leases, schedules, fires), as last measured. */
+  readonly storeRecords = new Gauge({
+    name: "mecatl_drivers_store_records",
+    help: "Records per kind in the store (snapshots, event-log records, lease records, schedules, fire records), as last measured",
+    labelNames: ["kind"] as const,
+    registers: [this.registry],
+  });
+  /** Bytes per kind (SQLite: database pages; Redis: MEMORY USAGE), plus `other` and SQLite's `free` pages, as last measured. */
+  readonly storeBytes = new Gauge({
+    name: "mecatl_drivers_store_bytes",
+    help: "Bytes per kind in the store (SQLite: pages of its tables and indexes; Redis: MEMORY USAGE of its keys), plus other and free (SQLite freelist), as last measured",
+    labelNames: ["kind"] as const,
+    registers: [this.registry],
+  });
+  /** Unix time in seconds of the last successful store measurement. */
+  readonly storeMeasuredAt = new Gauge({
+    name: "mecatl_drivers_store_measured_timestamp_seconds",
+    help: "Unix time of the last successful measurement of the store size (--store-size-interval)",
+    registers: [this.registry],
+  });
+  /** Seconds the last store measurement took. */
+  readonly storeMeasureSeconds = new Gauge({
+    name: "mecatl_drivers_store_measure_duration_seconds",
+    help: "Seconds the last measurement of the store size took",
+    registers: [this.registry],
+  });
+
   constructor() {
-    collectDefaultMetrics({ register: this.registry, prefix: "mecatl_drivers_" });
+    collectDefaultMetrics({ register: this.registry });
     // Every kind is exported from the start, so that rate() sees the first failure.
     for (const kind of STORE_FAILURE_KINDS) this.storeFailures.inc({ kind }, 0);
   }
 
   /**
-   * Serves `/metrics` on `host:port`.
+   * Serves `/metrics` on `host:port`: plain HTTP, or HTTPS (TLS 1.2+) with
+   * `tls`, requiring a client certificate signed by `tls.clientCa` when given.
    *
-   * @returns the HTTP server (already listening) and its bound port.
+   * @returns the server (already listening) and its bound port.
+   * @throws Error when the port cannot be bound or the certificate and key do not match.
    */
-  async listen(host: string, port: number): Promise<{ server: Server; port: number }> {
-    const server = createServer((req, res) => {
+  async listen(host: string, port: number, tls?: TlsMaterial): Promise<{ server: Server; port: number }> {
+    const handler = (req: import("node:http").IncomingMessage, res: import("node:http").ServerResponse) => {
       if (req.url !== "/metrics") {
         res.writeHead(404).end("not found; metrics are at /metrics\n");
         return;
@@ -102,7 +149,11 @@ export class Metrics {
         (text) => res.writeHead(200, { "content-type": this.registry.contentType }).end(text),
         (err: Error) => res.writeHead(500).end(err.message),
       );
-    });
+    };
+    const server: Server =
+      tls === undefined
+        ? createServer(handler)
+        : createHttpsServer({ cert: tls.cert, key: tls.key, ca: tls.clientCa, requestCert: tls.clientCa !== undefined, rejectUnauthorized: tls.clientCa !== undefined, minVersion: "TLSv1.2" }, handler);
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(port, host, () => resolve());

@@ -7,6 +7,7 @@ import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
 import { DEFAULT_REDIS_KEY_PREFIX, DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
 import { MAX_LEASE_TTL_MS } from "../session-lease/rules.js";
+import { addStoreOptions, storeBackendOptions, type StoreFlags } from "./store-options.js";
 
 /**
  * Parses a duration flag such as `30s`, `500ms` or `2m` into milliseconds.
@@ -20,6 +21,15 @@ export function parseDuration(text: string): number {
     throw new InvalidArgumentError(`expected a positive duration such as 30s, 500ms or 2m, got ${JSON.stringify(text)}`);
   }
   return value;
+}
+
+/**
+ * Parses a duration flag that may also be `0` (off), in milliseconds.
+ *
+ * @throws InvalidArgumentError when the text is neither `0` nor a positive duration.
+ */
+export function parseDurationOrZero(text: string): number {
+  return text.trim() === "0" ? 0 : parseDuration(text);
 }
 
 /**
@@ -100,11 +110,10 @@ function refuseRedisFlagsForSqlite(f: ServeFlags): void {
 }
 
 /** Flag values of `serve` as commander hands them over. */
-interface ServeFlags {
+interface ServeFlags extends StoreFlags {
   listen: string;
   connectListen?: string;
   insecureListen: boolean;
-  store: string;
   leaseTtl: number;
   maxFollowers: number;
   followBuffer: number;
@@ -112,13 +121,13 @@ interface ServeFlags {
   tlsKey?: string;
   tlsClientCa?: string;
   authTokenFile?: string;
+  healthListen?: string;
   metricsListen?: string;
-  redisUsernameFile?: string;
-  redisPasswordFile?: string;
-  redisTlsCa?: string;
-  redisAllowPlaintext: boolean;
+  metricsTlsCert?: string;
+  metricsTlsKey?: string;
+  metricsTlsClientCa?: string;
+  storeSizeInterval: number;
   redisDurability: "strict" | "relaxed";
-  redisKeyPrefix: string;
   shutdownGrace: number;
   storeTimeout: number;
   keepaliveTime: number;
@@ -141,6 +150,10 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
   if ((f.tlsCert === undefined) !== (f.tlsKey === undefined)) throw new StartupError("--tls-cert and --tls-key go together; give both or neither");
   if (f.tlsClientCa !== undefined && f.tlsCert === undefined) throw new StartupError("--tls-client-ca needs --tls-cert and --tls-key");
   refuseRedisFlagsForSqlite(f);
+  if ((f.metricsTlsCert === undefined) !== (f.metricsTlsKey === undefined)) throw new StartupError("--metrics-tls-cert and --metrics-tls-key go together; give both or neither");
+  if (f.metricsTlsClientCa !== undefined && f.metricsTlsCert === undefined) throw new StartupError("--metrics-tls-client-ca needs --metrics-tls-cert and --metrics-tls-key");
+  if (f.metricsTlsCert !== undefined && f.metricsListen === undefined) throw new StartupError("--metrics-tls-cert needs --metrics-listen");
+  const store = storeBackendOptions(f);
   return {
     services: resolveServices(serviceArgs),
     listen: f.listen,
@@ -148,19 +161,11 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
     insecureListen: f.insecureListen,
     tls: f.tlsCert === undefined ? undefined : { certFile: f.tlsCert, keyFile: f.tlsKey!, clientCaFile: f.tlsClientCa },
     authTokenFile: f.authTokenFile,
+    healthListen: f.healthListen,
     metricsListen: f.metricsListen,
-    backend: {
-      store: f.store,
-      redisKeyPrefix: f.redisKeyPrefix,
-      storeTimeoutMs: f.storeTimeout,
-      redis: {
-        usernameFile: f.redisUsernameFile,
-        passwordFile: f.redisPasswordFile,
-        tlsCaFile: f.redisTlsCa,
-        allowPlaintext: f.redisAllowPlaintext,
-        durability: f.redisDurability,
-      },
-    },
+    metricsTls: f.metricsTlsCert === undefined ? undefined : { certFile: f.metricsTlsCert, keyFile: f.metricsTlsKey!, clientCaFile: f.metricsTlsClientCa },
+    storeSizeIntervalMs: f.storeSizeInterval,
+    backend: { ...store, storeTimeoutMs: f.storeTimeout, redis: { ...store.redis, durability: f.redisDurability } },
     settings: { leaseTtlMs: f.leaseTtl, maxFollowers: f.maxFollowers, followBuffer: f.followBuffer },
     shutdownGraceMs: f.shutdownGrace,
     connections: {
@@ -181,15 +186,15 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
  * (`mecatl-drivers: <what to do>`) and exits with status 2.
  */
 export function serveCommand(): Command {
-  return new Command("serve")
+  const command = new Command("serve")
     .description("serve the mecatl.driver.v1 storage services (default: all of them on one port)")
     // A bad flag is a startup problem too: status 2, as README.md promises (commander's own is 1); --help stays 0.
     .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2))
     .argument("[services...]", `all, or any of: ${SERVICE_NAMES.join(", ")}`)
     .option("--listen <addr>", "gRPC listener: HOST:PORT or unix:/PATH", "127.0.0.1:50051")
     .option("--connect-listen <addr>", "also serve the Connect and gRPC-Web protocols here (HOST:PORT or unix:/PATH)")
-    .option("--insecure-listen", "allow cleartext on a non-loopback address (protected networks only)", false)
-    .option("--store <url>", "sqlite:PATH, sqlite::memory: (tests; not durable), redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]", "sqlite:./data/mecatl-drivers.sqlite")
+    .option("--insecure-listen", "allow cleartext on a non-loopback address (protected networks only)", false);
+  return addStoreOptions(command)
     .addOption(new Option("--lease-ttl <duration>", "lifetime of a session lease (at most 365d)").default(30_000, "30s").argParser(parseLeaseTtl))
     .option("--max-followers <n>", "most concurrent ReadAfter follow streams in this process", parsePositiveInt, 4096)
     .option("--follow-buffer <n>", "records queued for one slow follower before its stream ends with follow_lagging", parsePositiveInt, 1024)
@@ -197,17 +202,21 @@ export function serveCommand(): Command {
     .option("--tls-key <file>", "PEM private key for TLS")
     .option("--tls-client-ca <file>", "require client certificates signed by this PEM CA (mTLS)")
     .option("--auth-token-file <file>", "require 'authorization: Bearer <token>' with a token from this file (one per line, reloaded on change)")
-    .option("--metrics-listen <addr>", "serve Prometheus metrics at http://HOST:PORT/metrics")
-    .option("--redis-username-file <file>", "Redis ACL user name, read from this file")
-    .option("--redis-password-file <file>", "Redis password, read from this file")
-    .option("--redis-tls-ca <file>", "PEM CA bundle that signs the Redis server certificate (rediss://)")
-    .option("--redis-allow-plaintext", "allow cleartext redis:// to a non-loopback host", false)
+    .option("--health-listen <addr>", "also serve grpc.health.v1 alone here, always in cleartext (HOST:PORT or unix:/PATH): for Kubernetes gRPC probes, which cannot use TLS")
+    .option("--metrics-listen <addr>", "serve Prometheus metrics at http://HOST:PORT/metrics (https:// with --metrics-tls-cert)")
+    .option("--metrics-tls-cert <file>", "PEM certificate chain: serve the metrics over HTTPS (may be the --tls-cert file)")
+    .option("--metrics-tls-key <file>", "PEM private key for --metrics-tls-cert (may be the --tls-key file)")
+    .option("--metrics-tls-client-ca <file>", "require scrapers to present a client certificate signed by this PEM CA")
+    .addOption(
+      new Option("--store-size-interval <duration>", "how often the store's size per kind is measured for the metrics (0: never)")
+        .default(60_000, "60s")
+        .argParser(parseDurationOrZero),
+    )
     .addOption(
       new Option("--redis-durability <mode>", "strict: require appendonly yes + appendfsync always; relaxed: accept weaker persistence (acknowledged writes may be lost)")
         .choices(["strict", "relaxed"])
         .default("strict"),
     )
-    .option("--redis-key-prefix <prefix>", "prefix of every Redis key", DEFAULT_REDIS_KEY_PREFIX)
     .addOption(
       new Option("--store-timeout <duration>", "longest one store operation may take (retries included) before the call fails with UNAVAILABLE")
         .default(DEFAULT_STORE_TIMEOUT_MS, "5s")

@@ -14,6 +14,7 @@ import { memoryTrimmer } from "./memory-trim.js";
 import { instrument } from "./instrument.js";
 import { HealthState, ServingStatus, healthService, healthChangeLogger } from "./health.js";
 import { Metrics } from "./metrics.js";
+import { refreshStoreMetrics } from "./store-metrics.js";
 import { TokenFile } from "./auth.js";
 import { createLogger, routeProcessOutput, type Logger } from "./logger.js";
 import { parseListenAddress, formatListenAddress, isLocalListenAddress, type ListenAddress } from "./addresses.js";
@@ -36,8 +37,17 @@ export interface ServerOptions {
   insecureListen: boolean;
   tls?: TlsFiles;
   authTokenFile?: string;
+  /**
+   * Listener serving only grpc.health.v1, always in cleartext (`--health-listen`):
+   * for Kubernetes' gRPC probes, which cannot use TLS (issue 14).
+   */
+  healthListen?: string;
   /** Prometheus listener `host:port`. */
   metricsListen?: string;
+  /** Serve the metrics over HTTPS with these files (`--metrics-tls-cert`, `--metrics-tls-key`, `--metrics-tls-client-ca`). */
+  metricsTls?: TlsFiles;
+  /** Milliseconds between two measurements of the store size for the metrics (`--store-size-interval`); 0 = never. */
+  storeSizeIntervalMs?: number;
   backend: BackendOptions;
   settings: ServiceSettings;
   /** Milliseconds unary calls may take to finish after SIGTERM. */
@@ -89,6 +99,7 @@ export interface RunningServer {
   /** The bound gRPC address, with the real port when 0 was asked for. */
   address: string;
   connectAddress?: string;
+  healthAddress?: string;
   metricsAddress?: string;
   logger: Logger;
   /**
@@ -176,8 +187,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const tls = options.tls === undefined ? undefined : readTls(options.tls);
   checkCleartext("--listen", grpcAddr, tls !== undefined, options.insecureListen);
   if (connectAddr !== undefined) checkCleartext("--connect-listen", connectAddr, tls !== undefined, options.insecureListen);
+  const healthAddr = options.healthListen === undefined ? undefined : parseListenAddressOrFail("--health-listen", options.healthListen);
   const metricsAddr = options.metricsListen === undefined ? undefined : parseListenAddressOrFail("--metrics-listen", options.metricsListen);
   if (metricsAddr?.kind === "unix") throw new StartupError("--metrics-listen must be HOST:PORT");
+  const metricsTls = options.metricsTls === undefined ? undefined : readTls(options.metricsTls, "--metrics-tls");
   let auth: TokenFile | undefined;
   if (options.authTokenFile !== undefined) {
     try {
@@ -191,6 +204,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const backend: Backend = await openBackend(options.backend);
   const durabilityMode = !backend.durable ? (backend.kind === "sqlite" ? "none" : "relaxed") : "full";
   metrics.durability.set({ mode: durabilityMode }, 1);
+  if (backend.kind === "sqlite") backend.db.on("commit", (writes: number) => metrics.groupCommitWrites.observe(writes));
   if (durabilityMode !== "full") logger.warn({ store: backend.description, durability: durabilityMode }, "writes are NOT durable: an acknowledged write can be lost");
 
   const moduleCleanup: Array<() => void | Promise<void>> = [];
@@ -224,13 +238,32 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       connect = await listenConnect(withHealth, connectAddr, tls, admission, logger);
       cleanup.push(() => connect!.server.close());
     }
+    let healthAddress: string | undefined;
+    if (healthAddr !== undefined) {
+      const probes = new grpc.Server();
+      mountOnGrpc(probes, Health, healthService(health) as unknown as AnyServiceImpl, openStreams, admission.budget);
+      await clearStaleSocket(healthAddr);
+      // Always cleartext: Kubernetes' native gRPC probes cannot speak TLS.
+      const probeListener = grpcSocketServer(probes, undefined, logger);
+      healthAddress = await listenOn(probeListener, healthAddr, "--health-listen");
+      cleanup.push(() => {
+        if (probeListener.listening) probeListener.close();
+        probes.forceShutdown();
+      });
+    }
     let metricsAddress: string | undefined;
     if (metricsAddr?.kind === "tcp") {
-      const m = await metrics.listen(metricsAddr.host, metricsAddr.port).catch((err: Error) => {
+      const m = await metrics.listen(metricsAddr.host, metricsAddr.port, metricsTls).catch((err: Error) => {
         throw new StartupError(`cannot listen on --metrics-listen ${formatListenAddress(metricsAddr)}: ${err.message}`);
       });
       metricsAddress = formatListenAddress({ ...metricsAddr, port: m.port });
       cleanup.push(() => m.server.close());
+      if ((options.storeSizeIntervalMs ?? 0) > 0) {
+        const stop = await refreshStoreMetrics(backend, metrics, options.storeSizeIntervalMs!, logger).catch((err: Error) => {
+          throw new StartupError(`cannot measure the store for the metrics (${err.message}); pass --store-size-interval 0 to turn the measurement off`);
+        });
+        moduleCleanup.push(stop);
+      }
     }
 
     const updateHealth = () => {
@@ -248,7 +281,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // bound address (the real port when :0 was asked for) from this line.
     logger
       .child({}, { level: "info" })
-      .info({ address, connectAddress: connect?.address, metricsAddress, services: options.services, store: backend.description, ...sqliteSettings(backend) }, "listening");
+      .info({ address, connectAddress: connect?.address, healthAddress, metricsAddress, services: options.services, store: backend.description, ...sqliteSettings(backend) }, "listening");
 
     let closed: Promise<void> | undefined;
     const close = () => {
@@ -277,7 +310,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       })();
       return closed;
     };
-    return { address, connectAddress: connect?.address, metricsAddress, logger, close };
+    return { address, connectAddress: connect?.address, healthAddress, metricsAddress, logger, close };
   } catch (err) {
     grpcServer.forceShutdown();
     for (const c of cleanup) c();

@@ -22,12 +22,14 @@ export interface TlsMaterial {
  * that parse, an unencrypted private key) and the key must belong to the
  * chain's first certificate (issue 10, deliverable 4).
  *
+ * @param flags the flags' common prefix, for messages: `--tls` (the gRPC and
+ *   Connect listeners) or `--metrics-tls` (the metrics listener).
  * @throws StartupError naming the flag, the file and the fix.
  */
-export function readTls(files: TlsFiles): TlsMaterial {
-  const pair = readKeyPair({ file: files.certFile, flag: "--tls-cert" }, { file: files.keyFile, flag: "--tls-key" }, StartupError);
+export function readTls(files: TlsFiles, flags = "--tls"): TlsMaterial {
+  const pair = readKeyPair({ file: files.certFile, flag: `${flags}-cert` }, { file: files.keyFile, flag: `${flags}-key` }, StartupError);
   return {
     ...pair,
-    clientCa: files.clientCaFile === undefined ? undefined : readCertificates(files.clientCaFile, "--tls-client-ca", StartupError).pem,
+    clientCa: files.clientCaFile === undefined ? undefined : readCertificates(files.clientCaFile, `${flags}-client-ca`, StartupError).pem,
   };
 }

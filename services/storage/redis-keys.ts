@@ -1,3 +1,13 @@
+import type { StoreKind } from "./store-kinds.js";
+
+/** Suffixes of the keys of one session (`session:{id}...`), with what they hold (see {@link RedisKeys.kindOf}). */
+const SESSION_KEY_SUFFIXES: ReadonlyArray<[string, StoreKind, "one" | "stream" | "none"]> = [
+  ["}:snapshot", "sessions", "one"],
+  ["}:lease", "leases", "one"],
+  ["}:events:meta", "events", "none"],
+  ["}:events", "events", "stream"],
+];
+
 /**
  * Key layout in Redis. Every key starts with the operator's prefix
  * (`--redis-key-prefix`, default `mecatl-drivers:`) followed by the schema
@@ -126,5 +136,28 @@ export class RedisKeys {
   /** Hash holding one fire record: fields `payload` and `ver` (commit version). */
   scheduleFire(fireId: string): string {
     return `${this.base}schedule-fire:{${fireId}}`;
+  }
+
+  /**
+   * What a key of this store holds, for store measurements (issue 14): its
+   * kind, and how it counts towards the kind's records: `one` record (a
+   * snapshot, lease, schedule or fire hash), the entries of a `stream` (an
+   * event log, counted with XLEN), or `none` (an index or header). A key this
+   * layout does not define is `other`.
+   */
+  kindOf(key: string): { kind: StoreKind | "other"; counts: "one" | "stream" | "none" } {
+    if (!key.startsWith(this.base)) return { kind: "other", counts: "none" };
+    const rest = key.slice(this.base.length);
+    if (rest === "sessions") return { kind: "sessions", counts: "none" };
+    if (rest === "schedules" || rest === "schedules:due") return { kind: "schedules", counts: "none" };
+    if (rest.startsWith("schedule-fire:{") && rest.endsWith("}")) return { kind: "fires", counts: "one" };
+    if (rest.startsWith("schedule:{")) {
+      if (rest.endsWith("}")) return { kind: "schedules", counts: "one" };
+      if (rest.endsWith("}:fires")) return { kind: "fires", counts: "none" };
+    }
+    if (rest.startsWith("session:{")) {
+      for (const [suffix, kind, counts] of SESSION_KEY_SUFFIXES) if (rest.endsWith(suffix)) return { kind, counts };
+    }
+    return { kind: "other", counts: "none" };
   }
 }

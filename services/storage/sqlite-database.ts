@@ -28,6 +28,13 @@ export interface SqliteOpenOptions {
    * deadline).
    */
   busyTimeoutMs?: number;
+  /**
+   * Open an existing file read-only (default false): no pragma that writes, no
+   * migrations, and only `read` operations succeed. Used to measure a store
+   * beside the connection that writes it (issue 14), since a reader on its own
+   * connection never holds up the writer's group commits (WAL).
+   */
+  readonly?: boolean;
 }
 
 /** Milliseconds between two write probes while writes fail for lack of space or an I/O error (see {@link SqliteDatabase.problem}). */
@@ -59,7 +66,10 @@ interface PendingCall {
  * (issue 9). After an operation fails because the disk is full or with an
  * I/O error, a tiny write is probed every {@link DISK_PROBE_INTERVAL_MS} ms
  * (sqlite-probe.ts) until one succeeds, so that health turns SERVING again as
- * soon as writes can.
+ * soon as writes can. After every group commit it emits `commit`
+ * `(writes: number)` with the number of write operations the commit carried
+ * (committed or failed together; the `mecatl_drivers_group_commit_writes`
+ * metric, issue 14).
  */
 export class SqliteDatabase extends EventEmitter {
   private nextId = 1;
@@ -95,7 +105,8 @@ export class SqliteDatabase extends EventEmitter {
    */
   static async open(options: SqliteOpenOptions): Promise<SqliteDatabase> {
     const memory = options.path === ":memory:";
-    if (!memory) {
+    const readonly = options.readonly ?? false;
+    if (!memory && !readonly) {
       try {
         mkdirSync(dirname(options.path), { recursive: true });
       } catch (err) {
@@ -106,7 +117,7 @@ export class SqliteDatabase extends EventEmitter {
     const busyTimeoutMs = options.busyTimeoutMs ?? Math.floor((storeTimeoutMs * 3) / 4);
     const channel = new MessageChannel();
     const worker = new Worker(new URL("./sqlite-worker.js", import.meta.url), {
-      workerData: { path: options.path, port: channel.port2, busyTimeoutMs, durable: !memory },
+      workerData: { path: options.path, port: channel.port2, busyTimeoutMs, durable: !memory, readonly },
       transferList: [channel.port2],
     });
     const settings = await new Promise<SqliteDurabilitySettings>((resolve, reject) => {
@@ -218,6 +229,7 @@ export class SqliteDatabase extends EventEmitter {
     replies?: Array<{ id: number; ok: boolean; value?: unknown; message?: string; sqliteCode?: string }>;
     notifications?: Array<{ topic: string; data: unknown }>;
     result?: ProbeResult;
+    writes?: number;
   }) {
     if (m.type === "replies") {
       for (const r of m.replies ?? []) {
@@ -228,6 +240,7 @@ export class SqliteDatabase extends EventEmitter {
         else p.reject(this.failureOf(r.sqliteCode, r.message ?? "unknown error", p.write));
       }
       for (const n of m.notifications ?? []) this.emit("notify", n.topic, n.data);
+      if (m.writes !== undefined && m.writes > 0) this.emit("commit", m.writes);
     } else if (m.type === "probe") {
       this.probing = false;
       if (m.result?.ok === true) this.setWriteProblem(undefined);

@@ -1,8 +1,23 @@
-import type { Migration, OpTable } from "./sqlite-op.js";
+import { readOp, type Migration, type OpTable } from "./sqlite-op.js";
+import { measureSqlite, type SqliteKindTables } from "./sqlite-measure.js";
 import { sessionStoreOps, sessionStoreMigrations } from "../session-store/sqlite-ops.js";
 import { eventLogOps, eventLogMigrations } from "../event-log/sqlite-ops.js";
 import { sessionLeaseOps, sessionLeaseMigrations } from "../session-lease/sqlite-ops.js";
 import { scheduleStoreOps, scheduleStoreMigrations } from "../schedule-store/sqlite-ops.js";
+
+/**
+ * Where each kind of record lives in the schema the services below create,
+ * for store measurements: the table counted, and the tables (with their
+ * indexes) whose pages are the kind's bytes. A table not listed here counts
+ * as `other`.
+ */
+export const sqliteKindTables: SqliteKindTables = {
+  sessions: { counted: "sessions", tables: ["sessions"] },
+  events: { counted: "event_records", tables: ["event_logs", "event_records"] },
+  leases: { counted: "session_leases", tables: ["session_leases"] },
+  schedules: { counted: "schedules", tables: ["schedules"] },
+  fires: { counted: "schedule_fires", tables: ["schedule_fires"] },
+};
 
 /**
  * Every operation the SQLite worker can run, by name. Each service contributes
@@ -10,6 +25,8 @@ import { scheduleStoreOps, scheduleStoreMigrations } from "../schedule-store/sql
  * (`session.save`, `events.append`, ...).
  */
 export const sqliteOps = {
+  /** The store's size per kind (issue 14); see {@link measureSqlite}. */
+  "store.measure": readOp((db, _a: Record<string, never>) => measureSqlite(db, sqliteKindTables)),
   ...sessionStoreOps,
   ...eventLogOps,
   ...sessionLeaseOps,

@@ -33,6 +33,8 @@ interface WorkerInit {
   port: MessagePort;
   busyTimeoutMs: number;
   durable: boolean;
+  /** Open an existing file read-only: no pragmas that write, no migrations (store measurements, `stats`). */
+  readonly: boolean;
 }
 
 const init = workerData as WorkerInit;
@@ -41,9 +43,14 @@ const ops = sqliteOps as Record<string, { kind: "read" | "write"; run: (db: Data
 
 let db: Database.Database;
 try {
-  db = new Database(init.path);
-  applyPragmas(db, { busyTimeoutMs: init.busyTimeoutMs, durable: init.durable });
-  migrate(db, [...sqliteMigrations, ...storageMigrations]);
+  if (init.readonly) {
+    db = new Database(init.path, { readonly: true, fileMustExist: true });
+    db.pragma(`busy_timeout = ${Math.trunc(init.busyTimeoutMs)}`);
+  } else {
+    db = new Database(init.path);
+    applyPragmas(db, { busyTimeoutMs: init.busyTimeoutMs, durable: init.durable });
+    migrate(db, [...sqliteMigrations, ...storageMigrations]);
+  }
   parentPort!.postMessage({ type: "ready", settings: readDurabilitySettings(db) });
 } catch (err) {
   parentPort!.postMessage({ type: "failed", message: (err as Error).message });
@@ -102,7 +109,9 @@ function drain(): void {
     replies = batch.map((r) => errorReply(r.id, err));
     notifications.length = 0;
   }
-  port.postMessage({ type: "replies", replies, notifications });
+  // `writes`: how many writes this group commit carried (0 when the batch held only reads), for the batch-size metric.
+  const writes = batch.reduce((n, r) => (ops[r.op]?.kind === "write" ? n + 1 : n), 0);
+  port.postMessage({ type: "replies", replies, notifications, writes });
   if (probeWanted) {
     probeWanted = false;
     port.postMessage({ type: "probe", result: probeWrite(db, init.path) });

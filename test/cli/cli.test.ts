@@ -6,6 +6,8 @@ import { startServer, type ServerProcess } from "../helpers/server.js";
 import { finished, runCli, spawnCli } from "../helpers/cli.js";
 import { METRICS_FLAGS } from "../helpers/metrics.js";
 import { watchParks } from "../helpers/event-log.js";
+import { startFaultProxy } from "../helpers/fault-proxy.js";
+import { allBackends } from "../helpers/backends.js";
 import { waitFor } from "../helpers/wait.js";
 import { openDriverClients, type DriverClients } from "../../clients/factory.js";
 import { formatNanos, ZERO_TIME } from "../../clients/time.js";
@@ -37,8 +39,35 @@ describe("mecatl-drivers operator commands against a real server", () => {
   });
 
   test("--help prints usage for the program and every command", async () => {
-    const commands = [[], ["serve"], ["sessions"], ["sessions", "list"], ["sessions", "get"], ["sessions", "delete"], ["events", "read"], ["events", "tail"], ["leases", "acquire"], ["leases", "renew"], ["leases", "release"], ["schedules", "list"], ["schedules", "get"], ["schedules", "due"], ["schedules", "fires"], ["health"], ["workload"]];
-    const results = await Promise.all(commands.map((words) => runCli([...words, "--help"])));
+    const commands = [
+      [],
+      ["serve"],
+      ["sessions"],
+      ["sessions", "list"],
+      ["sessions", "get"],
+      ["sessions", "save"],
+      ["sessions", "create"],
+      ["sessions", "delete"],
+      ["events", "read"],
+      ["events", "tail"],
+      ["events", "append"],
+      ["leases", "acquire"],
+      ["leases", "renew"],
+      ["leases", "release"],
+      ["schedules", "list"],
+      ["schedules", "get"],
+      ["schedules", "due"],
+      ["schedules", "fires"],
+      ["schedules", "enable"],
+      ["schedules", "disable"],
+      ["schedules", "delete"],
+      ["health"],
+      ["stats"],
+      ["workload"],
+    ];
+    // Four at a time: two dozen node processes at once time out on a loaded two-core machine.
+    const results: Awaited<ReturnType<typeof runCli>>[] = [];
+    for (let i = 0; i < commands.length; i += 4) results.push(...(await Promise.all(commands.slice(i, i + 4).map((words) => runCli([...words, "--help"])))));
     for (const [i, r] of results.entries()) {
       expect(r.code, commands[i]!.join(" ")).toBe(0);
       expect(r.stdout).toContain(`Usage: mecatl-drivers ${commands[i]!.join(" ")}`.trimEnd());
@@ -52,7 +81,7 @@ describe("mecatl-drivers operator commands against a real server", () => {
 
     const table = await runCli(["sessions", "list", ...ss]);
     expect(table.code).toBe(0);
-    expect(table.stdout).toMatch(/SESSION\s+MODIFIED/);
+    expect(table.stdout).toMatch(/MODIFIED\s+SESSION/);
     expect(table.stdout).toContain("cli-a");
     const listed = JSON.parse((await runCli(["sessions", "list", "--json", ...ss])).stdout) as Array<{ sessionId: string; modifiedAt: string }>;
     expect(listed.map((r) => r.sessionId)).toEqual(expect.arrayContaining(["cli-a", "cli-b"]));
@@ -170,12 +199,216 @@ describe("mecatl-drivers operator commands against a real server", () => {
     expect((await runCli(["schedules", "get", "nope", ...sc])).code).toBe(1);
   });
 
+  test("sessions delete --help says the event log goes too", async () => {
+    const help = await runCli(["sessions", "delete", "--help"]);
+    expect(help.stdout.replace(/\s+/g, " ")).toContain("the session's event log too");
+  });
+
+  test("sessions save and create store a snapshot from a file, byte for byte; a snapshot of another id is refused", async () => {
+    const file = join(dir, "snap.json");
+    const bytes = `${JSON.stringify({ id: "cli-file", state: "idle", messages: [] })}\n`;
+    writeFileSync(file, bytes);
+    const saved = await runCli(["sessions", "save", "cli-file", "--file", file, ...ss]);
+    expect(saved.code).toBe(0);
+    expect(saved.stdout).toContain(`saved cli-file (${bytes.length} bytes)`);
+    expect(Buffer.from((await clients.sessionStore!.load("cli-file")).payload).toString("utf8")).toBe(bytes);
+
+    const again = await runCli(["sessions", "create", "cli-file", "--file", file, ...ss]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain("already exists");
+    writeFileSync(join(dir, "new.json"), JSON.stringify({ id: "cli-created" }));
+    expect((await runCli(["sessions", "create", "cli-created", "--file", join(dir, "new.json"), ...ss])).code).toBe(0);
+    expect(JSON.parse(Buffer.from((await clients.sessionStore!.load("cli-created")).payload).toString("utf8"))).toEqual({ id: "cli-created" });
+
+    const wrongId = await runCli(["sessions", "save", "cli-other", "--file", file, ...ss]);
+    expect(wrongId.code).toBe(2);
+    expect(wrongId.stderr).toContain('has id "cli-file", not "cli-other"');
+    writeFileSync(join(dir, "bad.json"), "not json");
+    expect((await runCli(["sessions", "save", "cli-bad", "--file", join(dir, "bad.json"), ...ss])).code).toBe(2);
+    await expect(clients.sessionStore!.load("cli-other")).rejects.toThrow(/not found/);
+  });
+
+  test("sessions list --limit shows the newest rows, with long ids last so the rows stay aligned", async () => {
+    const ids = [1, 2, 3].map((i) => `cli-long-${i}-${"x".repeat(100 + i * 7)}`);
+    for (const id of ids) await clients.sessionStore!.save(id, enc({ id }));
+    const r = await runCli(["sessions", "list", "--limit", "2", ...ss]);
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trimEnd().split("\n");
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toMatch(/^MODIFIED\s+SESSION/);
+    expect(lines[1]!.trimEnd().endsWith(ids[2]!)).toBe(true);
+    expect(lines[2]!.trimEnd().endsWith(ids[1]!)).toBe(true);
+    expect(lines.map((l, i) => (i === 0 ? l.indexOf("SESSION") : l.indexOf("cli-long-")))).toEqual([lines[0]!.indexOf("SESSION"), lines[0]!.indexOf("SESSION"), lines[0]!.indexOf("SESSION")]);
+    expect(lines.slice(1).every((l) => /^\d{4}-\d\d-\d\dT/.test(l))).toBe(true);
+    expect(r.stderr).toMatch(/^2 of \d+ sessions; --limit 0 shows all/);
+    const json = JSON.parse((await runCli(["sessions", "list", "--limit", "1", "--json", ...ss])).stdout) as Array<{ sessionId: string }>;
+    expect(json.map((x) => x.sessionId)).toEqual([ids[2]]);
+  });
+
+  test("MECATL_DRIVERS_TARGET is the target of every --*-url not given", async () => {
+    const env = { MECATL_DRIVERS_TARGET: server.address };
+    expect((await runCli(["sessions", "list"], { env })).code).toBe(0);
+    const health = await runCli(["health", "--json"], { env });
+    expect(health.code).toBe(0);
+    expect((JSON.parse(health.stdout) as unknown[]).length).toBe(5);
+    // A flag given on the command line wins over the variable.
+    const flagWins = await runCli(["sessions", "list", "--session-store-url", "127.0.0.1:1"], { env });
+    expect(flagWins.code).toBe(1);
+    expect((await runCli(["sessions", "list"])).stderr).toContain("or set MECATL_DRIVERS_TARGET");
+  });
+
+  test("events append adds events from an argument or a file, in order, and prints their cursors", async () => {
+    const one = await runCli(["events", "append", "cli-app", '{"type":"note","n":1}', "--json", ...el]);
+    expect(one.code).toBe(0);
+    const cursor = JSON.parse(one.stdout).cursor as string;
+    writeFileSync(join(dir, "events.jsonl"), '{"type":"note","n":2}\n\n{"type":"note","n":3}\n');
+    const many = await runCli(["events", "append", "cli-app", "--file", join(dir, "events.jsonl"), ...el]);
+    expect(many.code).toBe(0);
+    expect(many.stdout).toMatch(/appended 2 event\(s\) to cli-app; resume after them with --cursor \S+/);
+    const read: number[] = [];
+    for await (const r of clients.eventLog!.readAfter("cli-app", { cursor })) if (r.kind === "event") read.push(JSON.parse(Buffer.from(r.payload).toString("utf8")).n);
+    expect(read).toEqual([2, 3]);
+    const notJson = await runCli(["events", "append", "cli-app", "{oops", ...el]);
+    expect(notJson.code).toBe(2);
+    expect((await runCli(["events", "append", "cli-app", '{"n":4}', "--file", join(dir, "events.jsonl"), ...el])).code).toBe(2);
+  });
+
+  test("events tail reads only the end of a long log", async () => {
+    const filler = "y".repeat(8 * 1024);
+    for (let i = 1; i <= 300; i++) await clients.eventLog!.append("cli-long-log", JSON.stringify({ type: "t", n: i, filler }));
+    const proxy = await startFaultProxy(Number(server.address.split(":")[1]));
+    try {
+      const r = await runCli(["events", "tail", "cli-long-log", "--last", "3", "--no-follow", "--json", "--event-log-url", proxy.address]);
+      expect(r.code).toBe(0);
+      expect(r.stdout.trim().split("\n").map((l) => JSON.parse(l).event.n)).toEqual([298, 299, 300]);
+      expect(r.stderr).toContain("3 record(s)");
+      // The log is about 2.4 MiB; the tail read three records of it (plus one per probe).
+      expect(proxy.bytesDown).toBeLessThan(256 * 1024);
+    } finally {
+      await proxy.close();
+    }
+    const short = await runCli(["events", "tail", "cli-long-log", "--last", "500", "--no-follow", "--json", ...el]);
+    expect(short.stdout.trim().split("\n")).toHaveLength(300);
+    const none = await runCli(["events", "tail", "never-appended", "--no-follow", ...el]);
+    expect(none.code).toBe(0);
+    expect(none.stdout).toBe("");
+  });
+
+  test("events tail counts everything it printed when Ctrl-C ends it", async () => {
+    for (let i = 1; i <= 5; i++) await clients.eventLog!.append("cli-tail-count", JSON.stringify({ n: i }));
+    const proc = spawnCli(["events", "tail", "cli-tail-count", "--last", "2", "--json", ...el]);
+    const lines = () => proc.out.stdout.trim().split("\n").filter((l) => l !== "");
+    await waitFor(() => lines().length >= 2, 10_000, "the last two records");
+    await clients.eventLog!.append("cli-tail-count", JSON.stringify({ n: 6 }));
+    await waitFor(() => lines().length >= 3, 10_000, "the followed record");
+    proc.kill("SIGINT");
+    const r = await finished(proc);
+    expect(r.code).toBe(0);
+    const records = lines().map((l) => JSON.parse(l));
+    expect(records.map((x) => x.event.n)).toEqual([4, 5, 6]);
+    expect(r.stderr).toContain(`3 record(s); resume with --cursor ${records[2].cursor}`);
+  });
+
+  test("leases release says so, and exits 1, when no live lease matched", async () => {
+    const a = JSON.parse((await runCli(["leases", "acquire", "cli-rel", "--owner", "alice", "--json", ...sl])).stdout);
+    const wrong = await runCli(["leases", "release", "cli-rel", "--owner", "alice", "--token", String(BigInt(a.token) + 1n), ...sl]);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain("nothing released: no live lease on cli-rel is held by alice with token");
+    expect((await runCli(["leases", "acquire", "cli-rel", "--owner", "bob", ...sl])).code).toBe(1);
+    const right = await runCli(["leases", "release", "cli-rel", "--owner", "alice", "--token", a.token, "--json", ...sl]);
+    expect(right.code).toBe(0);
+    expect(JSON.parse(right.stdout)).toMatchObject({ released: true, sessionId: "cli-rel" });
+    const twice = await runCli(["leases", "release", "cli-rel", "--owner", "alice", "--token", a.token, "--json", ...sl]);
+    expect(twice.code).toBe(1);
+    expect(JSON.parse(twice.stdout)).toMatchObject({ released: false });
+    expect((await runCli(["leases", "acquire", "cli-rel", "--owner", "bob", ...sl])).code).toBe(0);
+  });
+
+  test("schedules disable, enable and delete", async () => {
+    await clients.scheduleStore!.saveSchedule({
+      Spec: { Name: "cli-toggle", Prompt: "p", Trigger: { Cron: "0 3 * * *", OneShot: ZERO_TIME }, MaxFires: 0 },
+      State: { NextFireAt: formatNanos(1_800_000_000n * 1_000_000_000n), LastFireAt: ZERO_TIME, FireCount: 0, Enabled: true },
+    });
+    expect((await runCli(["schedules", "disable", "cli-toggle", ...sc])).stdout).toBe("disabled cli-toggle\n");
+    expect((await clients.scheduleStore!.loadSchedule("cli-toggle")).State.Enabled).toBe(false);
+    expect((await runCli(["schedules", "enable", "cli-toggle", ...sc])).code).toBe(0);
+    expect((await clients.scheduleStore!.loadSchedule("cli-toggle")).State.Enabled).toBe(true);
+    const unknown = await runCli(["schedules", "disable", "cli-no-such", ...sc]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain("cli-no-such");
+    expect((await runCli(["schedules", "delete", "cli-toggle", ...sc])).stdout).toBe("deleted cli-toggle\n");
+    expect((await runCli(["schedules", "get", "cli-toggle", ...sc])).code).toBe(1);
+    expect((await runCli(["schedules", "delete", "cli-toggle", ...sc])).code).toBe(0);
+  });
+
+  test("stats counts records and bytes per kind in the store file", async () => {
+    const r = await runCli(["stats", "--store", `sqlite:${join(dir, "store.sqlite")}`, "--json"]);
+    expect(r.code).toBe(0);
+    const byKind = Object.fromEntries((JSON.parse(r.stdout) as Array<{ kind: string; records?: number; bytes: number }>).map((k) => [k.kind, k]));
+    expect(byKind.sessions!.records).toBe((await clients.sessionStore!.list()).length);
+    expect(byKind.schedules!.records).toBe((await clients.scheduleStore!.listSchedules()).length);
+    expect(byKind.events!.records).toBeGreaterThanOrEqual(300);
+    expect(byKind.events!.bytes).toBeGreaterThan(300 * 8 * 1024);
+    expect(Object.keys(byKind)).toEqual(["sessions", "events", "leases", "schedules", "fires", "other", "free"]);
+    const table = await runCli(["stats", "--store", `sqlite:${join(dir, "store.sqlite")}`]);
+    expect(table.stdout).toMatch(/KIND\s+RECORDS\s+BYTES\s+SIZE/);
+    expect(table.stdout).toMatch(/events\s+\d+\s+\d+\s+\d+\.\d MiB/);
+    const memory = await runCli(["stats", "--store", "sqlite::memory:"]);
+    expect(memory.code).toBe(2);
+    expect(memory.stderr).toContain("sqlite::memory: lives only inside its server process");
+    expect((await runCli(["stats", "--store", `sqlite:${join(dir, "missing.sqlite")}`])).code).toBe(2);
+  });
+
+  test("workload interrupted with Ctrl-C prints its summary and leaves no schedule enabled", async () => {
+    const proc = spawnCli(
+      ["workload", ...ss, ...el, ...sl, ...sc, "--duration", "120s", "--processes", "1", "--sessions", "1", "--watchers", "1", "--schedules", "2", "--max-snapshot", "32KiB", "--media-every", "0", "--drain", "5s", "--run-id", "cli-int", "--keep-data"],
+    );
+    await waitFor(() => /\b[1-9]\d* claims\b/.test(proc.out.stderr), 30_000, "the workload's scheduler to claim a schedule");
+    proc.kill("SIGINT");
+    const r = await finished(proc, 60_000);
+    expect(r.code).toBe(130);
+    expect(r.stdout).toContain("(interrupted)");
+    expect(r.stdout).toContain("INVARIANT");
+    expect(r.stdout.trimEnd().endsWith("OK")).toBe(true);
+    const mine = (await clients.scheduleStore!.listSchedules()).filter((s) => s.Spec.Name.startsWith("cli-int-"));
+    expect(mine.map((s) => s.Spec.Name).sort()).toEqual(["cli-int-sched-0", "cli-int-sched-1"]);
+    expect(mine.every((s) => s.State.Enabled === false)).toBe(true);
+  });
+
   test("health exits 0 when every named service is SERVING", async () => {
     const r = await runCli(["health", ...ss, ...el, ...sl, ...sc, "--json"]);
     expect(r.code).toBe(0);
     const rows = JSON.parse(r.stdout) as Array<{ service: string; status: string }>;
     expect(rows.map((x) => x.service)).toEqual(["(server)", "mecatl.driver.v1.SessionStoreService", "mecatl.driver.v1.EventLogService", "mecatl.driver.v1.SessionLeaseService", "mecatl.driver.v1.ScheduleStoreService"]);
     expect(rows.every((x) => x.status === "SERVING")).toBe(true);
+  });
+});
+
+describe("stats on a Redis store", () => {
+  const redis = allBackends().find((b) => b.name === "redis")!;
+  let store: string;
+  let server: ServerProcess;
+  beforeAll(async () => {
+    ({ store } = await redis.setup());
+    server = await startServer(["session-store", "--store", store]);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await redis.teardown();
+  });
+
+  test("counts the sessions it holds", async () => {
+    const clients = await openDriverClients({ sessionStoreUrl: server.address });
+    try {
+      for (const id of ["r-1", "r-2"]) await clients.sessionStore!.save(id, enc({ id }));
+    } finally {
+      clients.close();
+    }
+    const r = await runCli(["stats", "--store", store, "--json"]);
+    expect(r.code).toBe(0);
+    const sessions = (JSON.parse(r.stdout) as Array<{ kind: string; records?: number; bytes: number }>).find((k) => k.kind === "sessions")!;
+    expect(sessions.records).toBe(2);
+    expect(sessions.bytes).toBeGreaterThan(0);
   });
 });
 

@@ -10,7 +10,8 @@ export interface CliResult {
 
 /**
  * Runs `node dist/services/server/main.js ...args` to completion. The
- * environment is the test's, minus `MECATL_DRIVER_AUTH_TOKEN`, plus `env`.
+ * environment is the test's, minus `MECATL_DRIVER_AUTH_TOKEN` and
+ * `MECATL_DRIVERS_TARGET`, plus `env`.
  *
  * @throws Error with the output so far when it runs past `timeoutMs`.
  */
@@ -23,6 +24,7 @@ export function runCli(args: string[], options: { env?: NodeJS.ProcessEnv; timeo
 export function spawnCli(args: string[], env: NodeJS.ProcessEnv = {}): ChildProcess & { out: { stdout: string; stderr: string } } {
   const base = { ...process.env };
   delete base.MECATL_DRIVER_AUTH_TOKEN;
+  delete base.MECATL_DRIVERS_TARGET;
   const proc = spawn(process.execPath, [MAIN, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...base, ...env } }) as ChildProcess & { out: { stdout: string; stderr: string } };
   proc.out = { stdout: "", stderr: "" };
   proc.stdout!.setEncoding("utf8").on("data", (c: string) => (proc.out.stdout += c));

@@ -33,6 +33,10 @@ export interface FaultProxy {
   readonly accepted: number;
   /** Open client connections. */
   readonly open: number;
+  /** Bytes forwarded from clients to the upstream so far. */
+  readonly bytesUp: number;
+  /** Bytes forwarded from the upstream to clients so far (e.g. to check how much a client read). */
+  readonly bytesDown: number;
   /** Milliseconds each chunk is held in `delay` mode. */
   delayMs: number;
   /** Switches the mode for every open and future connection. */
@@ -61,6 +65,7 @@ export async function startFaultProxy(upstreamPort: number, upstreamHost = "127.
   const pairs = new Set<Pair>();
   let mode: FaultMode = "pass";
   let accepted = 0;
+  const bytes = { up: 0, down: 0 };
   let armed: { match: (chunk: Buffer) => boolean; cutAfterMs: number; done: (chunk: Buffer) => void } | undefined;
   /** Connections whose reply is being swallowed by {@link FaultProxy.loseNextReply}. */
   const lost = new WeakSet<Pair>();
@@ -85,6 +90,8 @@ export async function startFaultProxy(upstreamPort: number, upstreamHost = "127.
         setTimeout(cutNow, trigger.cutAfterMs);
         return;
       }
+      if (towardUpstream) bytes.up += chunk.length;
+      else bytes.down += chunk.length;
       if (mode === "delay") setTimeout(() => to.writable && to.write(chunk), proxy.delayMs);
       else to.write(chunk);
     });
@@ -127,6 +134,12 @@ export async function startFaultProxy(upstreamPort: number, upstreamHost = "127.
     },
     get open() {
       return pairs.size;
+    },
+    get bytesUp() {
+      return bytes.up;
+    },
+    get bytesDown() {
+      return bytes.down;
     },
     delayMs: 0,
     setMode(next) {

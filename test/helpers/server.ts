@@ -23,6 +23,8 @@ export interface ServerProcess {
   address: string;
   /** Connect listener address, when `--connect-listen` was passed. */
   connectAddress?: string;
+  /** The health-only listener's address, when `--health-listen` was passed. */
+  healthAddress?: string;
   metricsAddress?: string;
   proc: ChildProcess;
   /** Every stderr line so far (JSON logs and startup errors). */
@@ -47,7 +49,7 @@ export async function startServer(args: string[], options: { listen?: string; en
   });
   const stderr: string[] = [];
   let buffered = "";
-  const listening = new Promise<{ address: string; connectAddress?: string; metricsAddress?: string }>((resolveListen, reject) => {
+  const listening = new Promise<{ address: string; connectAddress?: string; healthAddress?: string; metricsAddress?: string }>((resolveListen, reject) => {
     proc.stderr!.setEncoding("utf8");
     proc.stderr!.on("data", (chunk: string) => {
       buffered += chunk;
@@ -56,8 +58,8 @@ export async function startServer(args: string[], options: { listen?: string; en
       for (const line of lines) {
         stderr.push(line);
         try {
-          const entry = JSON.parse(line) as { msg?: string; address?: string; connectAddress?: string; metricsAddress?: string };
-          if (entry.msg === "listening") resolveListen({ address: entry.address!, connectAddress: entry.connectAddress, metricsAddress: entry.metricsAddress });
+          const entry = JSON.parse(line) as { msg?: string; address?: string; connectAddress?: string; healthAddress?: string; metricsAddress?: string };
+          if (entry.msg === "listening") resolveListen({ address: entry.address!, connectAddress: entry.connectAddress, healthAddress: entry.healthAddress, metricsAddress: entry.metricsAddress });
         } catch {
           // not JSON: a startup error line
         }
