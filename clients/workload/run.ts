@@ -35,6 +35,8 @@ export interface WorkloadResult {
   crashes: number;
   watcherReconnects: number;
   watcherResumes: number;
+  /** Calls sent again, or writes looked up, because of an outage (`outages` option). */
+  outageRetries: number;
   /** Parts skipped for want of a client, e.g. `scheduler (no --schedule-store-url)`. */
   skipped: string[];
   /** Which parts ran: events and watchers, leases, the scheduler. */
@@ -59,8 +61,11 @@ export interface WorkloadProgress {
  * crash and restart if asked. Then the watchers drain, the store is checked
  * against everything acknowledged, and (unless `keepData`) the run's
  * sessions and schedules are deleted.
+ *
+ * @param endEarly ends the turns before `durationMs` when it aborts (fault
+ *   tests that stop after a number of kill cycles).
  */
-export async function runWorkload(clients: WorkloadClients, options: WorkloadOptions, onProgress?: (p: WorkloadProgress) => void): Promise<WorkloadResult> {
+export async function runWorkload(clients: WorkloadClients, options: WorkloadOptions, onProgress?: (p: WorkloadProgress) => void, endEarly?: AbortSignal): Promise<WorkloadResult> {
   const stop = new AbortController();
   const ctx: WorkloadContext = { options, ...clients, stats: new WorkloadStats(), violations: new Violations(), leases: new LeaseLedger(), stop: stop.signal };
   const skipped: string[] = [];
@@ -114,7 +119,11 @@ export async function runWorkload(clients: WorkloadClients, options: WorkloadOpt
     }
   })();
 
-  await new Promise((r) => setTimeout(r, options.durationMs));
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, options.durationMs);
+    endEarly?.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+    if (endEarly?.aborted) resolve();
+  });
   stop.abort();
   const writeSeconds = ctx.stats.elapsedSeconds();
   await crashing;
@@ -140,6 +149,7 @@ export async function runWorkload(clients: WorkloadClients, options: WorkloadOpt
     crashes,
     watcherReconnects: watchers.reduce((n, w) => n + w.reconnects, 0),
     watcherResumes: watchers.reduce((n, w) => n + w.resumes, 0),
+    outageRetries: ctx.stats.outageRetries,
     skipped,
     ran: { events: clients.eventLog !== undefined, leases: clients.sessionLease !== undefined, scheduler: scheduling },
   };
