@@ -307,31 +307,46 @@ export const completeDelete = (name: string, deletionId: string): ModelOp => ({
   },
 });
 
+/** A canonical text of a state, equal for equal states whatever the order their Maps were filled in. */
+function stateKey(state: ContractState): string {
+  return JSON.stringify(state, (_k, v: unknown) => {
+    if (typeof v === "bigint") return `${v}n`;
+    if (v instanceof Map) return [...v.entries()].sort(([a], [b]) => (String(a) < String(b) ? -1 : 1));
+    if (v instanceof Set) return [...v].sort();
+    return v;
+  });
+}
+
+/** Most candidate states kept at once; more means the test's operations are too ambiguous to check. */
+export const MAX_CANDIDATES = 256;
+
 /**
- * Checks answers of operations that ran concurrently: finds an order in
- * which applying them one by one to `state` gives exactly the answers seen
- * (linearizability, over at most a few operations).
+ * Checks answers of operations that ran concurrently (linearizability over
+ * at most a few operations): for every state the store may be in
+ * (`states`: answers so far can leave it open, e.g. a Save and a Delete
+ * that both answered OK, in either order) and every order of `ops`, applies
+ * them one by one; each that gives exactly the answers seen yields a state
+ * the store may now be in.
  *
- * @returns the state after them in that order, or the reason no order fits.
+ * @returns every such state (deduplicated), or the reasons no order fits any state.
  */
-export function linearize(state: ContractState, ops: readonly ModelOp[], got: readonly Outcome[]): { state: ContractState } | { why: string } {
+export function linearize(states: readonly ContractState[], ops: readonly ModelOp[], got: readonly Outcome[]): { states: ContractState[] } | { why: string } {
   const reasons: string[] = [];
-  const tryOrder = (order: number[]): ContractState | undefined => {
-    const s = structuredClone(state);
-    for (const i of order) {
-      const why = ops[i]!.step(s, got[i]!);
-      if (why !== undefined) {
-        reasons.push(`${order.map((j) => ops[j]!.label).join(" then ")}: ${ops[i]!.label} ${why}`);
-        return undefined;
-      }
+  const next = new Map<string, ContractState>();
+  for (const state of states) {
+    for (const order of permutations(ops.map((_, i) => i))) {
+      const s = structuredClone(state);
+      const bad = order.find((i) => {
+        const why = ops[i]!.step(s, got[i]!);
+        if (why !== undefined && reasons.length < 4) reasons.push(`${order.map((j) => ops[j]!.label).join(" then ")}: ${ops[i]!.label} ${why}`);
+        return why !== undefined;
+      });
+      if (bad === undefined) next.set(stateKey(s), s);
     }
-    return s;
-  };
-  for (const order of permutations(ops.map((_, i) => i))) {
-    const s = tryOrder(order);
-    if (s !== undefined) return { state: s };
   }
-  return { why: reasons.join("; ") };
+  if (next.size === 0) return { why: reasons.join("; ") };
+  if (next.size > MAX_CANDIDATES) return { why: `${next.size} possible states; the sequence is too ambiguous to check` };
+  return { states: [...next.values()] };
 }
 
 function* permutations(items: number[]): Generator<number[]> {

@@ -51,9 +51,12 @@ interface Real {
   prefix: string;
 }
 
-/** The model side of one run (fast-check hands the same object to every command). */
+/**
+ * The model side of one run (fast-check hands the same object to every
+ * command): every state the store may be in, given the answers so far.
+ */
 interface Box {
-  state: M.ContractState;
+  states: M.ContractState[];
 }
 
 const STATUS: Partial<Record<GrpcCode, M.Code>> = {
@@ -223,6 +226,7 @@ export interface ModelStats {
   operations: number;
   /** Batches of two or three operations sent concurrently. */
   concurrentBatches: number;
+  /** Replies the proxy actually lost (armed faults that fired). */
   lostReplies: number;
   resets: number;
 }
@@ -239,13 +243,14 @@ class Batch implements fc.AsyncCommand<Box, Real> {
   }
 
   async run(box: Box, real: Real): Promise<void> {
-    const bound = this.ops.map((o) => o.bind(box.state));
+    // Tokens are only request parameters: any candidate state may choose them.
+    const bound = this.ops.map((o) => o.bind(box.states[0]!));
     const got = await Promise.all(bound.map((b) => b.run(real)));
     this.stats.operations += bound.length;
     if (bound.length > 1) this.stats.concurrentBatches++;
-    const result = M.linearize(box.state, bound.map((b) => b.op), got);
+    const result = M.linearize(box.states, bound.map((b) => b.op), got);
     if ("why" in result) throw new Error(`answers ${JSON.stringify(got, (_, v: unknown) => (typeof v === "bigint" ? String(v) : v))} fit no order of [${this.toString()}]: ${result.why}`);
-    box.state = result.state;
+    box.states = result.states;
   }
 
   toString(): string {
@@ -273,8 +278,7 @@ class Fault implements fc.AsyncCommand<Box, Real> {
 /** The faults a run with a proxy draws from: the next script call's reply lost (connection cut), and every connection reset. */
 function faults(stats: ModelStats): Array<fc.Arbitrary<Fault>> {
   const lose = new Fault("loseNextReply", (proxy) => {
-    stats.lostReplies++;
-    void proxy.loseNextReply({ match: (chunk) => chunk.includes("\neval") });
+    void proxy.loseNextReply({ match: (chunk) => chunk.includes("\neval") }).then(() => stats.lostReplies++);
   });
   const reset = new Fault("resetConnections", (proxy) => {
     stats.resets++;
@@ -312,7 +316,7 @@ export async function runModel(target: ModelTarget, options: ModelOptions): Prom
       fc.asyncProperty(commands, async (cmds) => {
         stats.runs++;
         const real: Real = { target, prefix: `m${++runCounter}-${process.pid}-` };
-        await fc.asyncModelRun(() => ({ model: { state: M.emptyState() }, real }), cmds);
+        await fc.asyncModelRun(() => ({ model: { states: [M.emptyState()] }, real }), cmds);
       }),
       { numRuns: options.runs, seed: options.seed, endOnFailure: false },
     );

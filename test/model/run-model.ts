@@ -43,5 +43,6 @@ const program = new Command("model")
 
 program.parseAsync().catch((err: unknown) => {
   console.error(err instanceof Error ? err.message : String(err));
+  if (err instanceof Error && err.cause instanceof Error) console.error(`caused by: ${err.cause.message}`);
   process.exit(1);
 });
