@@ -224,12 +224,38 @@ export function trustedReason(err: ConnectError): string | undefined {
 /** Builds the typed error for one status code, or returns undefined to fall through to {@link InfrastructureError}. */
 export type StatusMapper = (err: ConnectError, reason: string | undefined) => Error | undefined;
 
+/** Node error codes meaning the connection or stream to the driver broke under the call. */
+const BROKEN_TRANSPORT_CODES = new Set(["ECONNRESET", "EPIPE", "ERR_STREAM_DESTROYED", "ERR_HTTP2_INVALID_STREAM", "ERR_HTTP2_STREAM_ERROR", "ERR_HTTP2_SESSION_ERROR", "ERR_HTTP2_GOAWAY_SESSION"]);
+
+/**
+ * True when `ce` did not come from the driver but from the local HTTP/2
+ * stack, because the connection or the stream broke under the call (the
+ * server process died, a proxy reset the connection): connect-node reports
+ * these as ABORTED (ECONNRESET, a destroyed stream) or CANCELLED (an
+ * RST_STREAM with CANCEL), where grpc-go, which the harness uses, reports
+ * UNAVAILABLE. They are treated as UNAVAILABLE so that a broken connection
+ * is never read as a rule's answer (ABORTED means "deletion pending" to the
+ * schedule store) and callers can tell an outage (issue 9).
+ */
+function brokenTransport(ce: ConnectError): boolean {
+  if (ce.code !== Code.Aborted && ce.code !== Code.Canceled) return false;
+  if (/^http\/2 stream closed with error code/.test(ce.rawMessage)) return true;
+  for (let e: unknown = ce.cause; e instanceof Error; e = e.cause) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && BROKEN_TRANSPORT_CODES.has(code)) return true;
+    if (e.cause === e) break;
+  }
+  return false;
+}
+
 /**
  * Turns whatever a call threw into the error the client raises:
  *
  * - when the caller's `signal` is aborted, its reason (an AbortError or
  *   TimeoutError), never an infrastructure error (section 1);
  * - our own typed errors pass through;
+ * - a connection or stream that broke under the call is UNAVAILABLE
+ *   ({@link brokenTransport});
  * - a ConnectError goes through `map`, then UNIMPLEMENTED becomes
  *   {@link UnsupportedError}, and anything else {@link InfrastructureError}
  *   carrying the code and trusted reason.
@@ -237,7 +263,8 @@ export type StatusMapper = (err: ConnectError, reason: string | undefined) => Er
 export function classify(err: unknown, operation: string, signal: AbortSignal | undefined, map?: StatusMapper): Error {
   if (signal?.aborted) return toAbortReason(signal);
   if (err instanceof DriverError) return err;
-  const ce = ConnectError.from(err);
+  const raw = ConnectError.from(err);
+  const ce = brokenTransport(raw) ? new ConnectError(raw.rawMessage, Code.Unavailable, raw.metadata, undefined, raw) : raw;
   const reason = trustedReason(ce);
   const mapped = map?.(ce, reason);
   if (mapped !== undefined) return mapped;

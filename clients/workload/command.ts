@@ -37,6 +37,7 @@ interface WorkloadFlags extends DriverFlags {
   seed: number;
   runId?: string;
   keepData?: boolean;
+  outages?: boolean;
   json?: boolean;
   quiet?: boolean;
 }
@@ -71,6 +72,7 @@ export function workloadCommand(): Command {
     .option("--seed <n>", "seed of the generated content", parseCount, d.seed)
     .option("--run-id <id>", "prefix of the run's session ids and schedule names (default: random)")
     .option("--keep-data", "keep the run's sessions and schedules instead of deleting them after the checks")
+    .option("--outages", "expect the driver or its store to be down at times: retry calls that fail with UNAVAILABLE, and look a write up before sending it again")
     .option("--json", "print the summary as JSON")
     .option("--quiet", "no live progress")
     .action(
@@ -91,6 +93,7 @@ export function workloadCommand(): Command {
           drainMs: flags.drain,
           seed: flags.seed,
           keepData: flags.keepData ?? false,
+          outages: flags.outages ?? false,
           runId: flags.runId ?? `wl-${Date.now().toString(36)}-${randomBytes(3).toString("hex")}`,
         };
         const clients = await openDriverClients(driverClientOptions(flags));

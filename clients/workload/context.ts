@@ -38,6 +38,14 @@ export interface WorkloadOptions {
   keepData: boolean;
   /** Prefix of every session id and schedule name of this run. */
   runId: string;
+  /**
+   * The driver or its store may be down for a while (fault tests that kill
+   * the server or Redis): a call that fails with UNAVAILABLE is retried, and a
+   * write whose answer was UNAVAILABLE is first looked up in the store and
+   * sent again only if it is absent (clients/workload/outage.ts), so
+   * acknowledged writes and "applied twice" can still be checked exactly.
+   */
+  outages: boolean;
 }
 
 /** Defaults that give a few MiB per session, several processes and watchers, in 30 s. */
@@ -56,6 +64,7 @@ export const DEFAULT_WORKLOAD: Omit<WorkloadOptions, "runId"> = {
   drainMs: 15_000,
   seed: 1,
   keepData: false,
+  outages: false,
 };
 
 /** What every part of a run shares. */

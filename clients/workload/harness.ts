@@ -2,7 +2,9 @@ import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { SnapshotBuilder, turnEvents, type Random } from "./content.js";
 import { LeaseKeeper } from "./lease-keeper.js";
-import { digest, type SessionModel, type Slot } from "./model.js";
+import { digest, ViolationFound, type SessionModel, type Slot } from "./model.js";
+import { SessionNotFoundError } from "../errors.js";
+import { throughOutages, writeThroughOutages, type WriteFound } from "./outage.js";
 import type { WorkloadContext } from "./context.js";
 import type { SchedulerCandidate } from "./scheduler.js";
 
@@ -49,7 +51,7 @@ export class HarnessProcess {
   ) {
     this.owner = ownerId(index, generation);
     const lease = ctx.sessionLease;
-    if (lease !== undefined) this.keeper = new LeaseKeeper(lease, this.owner, ctx.leases, ctx.stats, ctx.violations, (id) => this.lost.add(id));
+    if (lease !== undefined) this.keeper = new LeaseKeeper(lease, this.owner, ctx.leases, ctx.stats, ctx.violations, (id) => this.lost.add(id), ctx.options.outages);
   }
 
   /** Starts the slot loops and the scheduler candidate. */
@@ -93,7 +95,7 @@ export class HarnessProcess {
         state.builder = undefined;
         await this.keeper?.release(session.id);
       } catch (err) {
-        this.ctx.violations.add("no unexpected errors", `${this.owner} ${session?.id ?? state.slot.name}: ${(err as Error).message}`);
+        if (!(err instanceof ViolationFound)) this.ctx.violations.add("no unexpected errors", `${this.owner} ${session?.id ?? state.slot.name}: ${(err as Error).message}`);
         if (session !== undefined) {
           session.tainted = true;
           session.finish();
@@ -110,7 +112,7 @@ export class HarnessProcess {
     const current = state.slot.current;
     if (current !== undefined && !current.finished && state.builder !== undefined) {
       if (this.keeper !== undefined && (await this.keeper.acquire(current.id, 100, this.halt.signal)) === undefined) return undefined;
-      const loaded = await this.ctx.stats.time("SessionStoreService/Load", 0, () => this.ctx.sessionStore.load(current.id), (s) => s.payload.byteLength);
+      const loaded = await throughOutages(this.ctx, () => this.ctx.stats.time("SessionStoreService/Load", 0, () => this.ctx.sessionStore.load(current.id), (s) => s.payload.byteLength));
       if (current.snapshot !== undefined && digest(loaded.payload) !== current.snapshot.digest) {
         this.ctx.violations.add("acknowledged snapshots are readable", `${current.id}: after takeover Load returned ${loaded.payload.byteLength} bytes, not the snapshot of turn ${current.snapshot.turn}`);
       }
@@ -120,11 +122,53 @@ export class HarnessProcess {
     if (this.keeper !== undefined && (await this.keeper.acquire(id, 100, this.halt.signal)) === undefined) return undefined;
     const builder = new SnapshotBuilder(id);
     const payload = builder.encode();
-    await this.ctx.stats.time("SessionStoreService/Create", payload.byteLength, () => this.ctx.sessionStore.create(id, payload));
+    const d = digest(payload);
+    this.expectApplied(
+      id,
+      await writeThroughOutages(
+        this.ctx,
+        () => this.ctx.stats.time("SessionStoreService/Create", payload.byteLength, () => this.ctx.sessionStore.create(id, payload)),
+        () => this.findSnapshot(id, d, undefined),
+      ),
+    );
     state.builder = builder;
     const session = state.slot.open(id);
-    session.snapshot = { digest: digest(payload), bytes: payload.byteLength, turn: 0 };
+    session.snapshot = { digest: d, bytes: payload.byteLength, turn: 0 };
     return session;
+  }
+
+  /** Records the violation and ends the session when a write whose answer was lost was found neither applied nor absent. */
+  private expectApplied(sessionId: string, found: WriteFound): void {
+    if (found === "applied") return;
+    this.ctx.violations.add("no write applied twice", `${sessionId}: ${found}`);
+    throw new ViolationFound(found);
+  }
+
+  /** Whether the snapshot `want` (a digest) is what Load returns, or still `before` (absent: undefined means no session). */
+  private async findSnapshot(sessionId: string, want: string, before: string | undefined): Promise<WriteFound> {
+    let got: string | undefined;
+    try {
+      got = digest((await this.ctx.sessionStore.load(sessionId)).payload);
+    } catch (err) {
+      if (!(err instanceof SessionNotFoundError)) throw err;
+    }
+    if (got === want) return "applied";
+    if (got === before) return "absent";
+    return `after a lost answer Load returned ${got === undefined ? "nothing" : "a snapshot"} that is neither the one sent nor the one before`;
+  }
+
+  /** Whether the event `want` (a digest) is the one record after the session's last acknowledged event; sets its cursor in `found`. */
+  private async findEvent(session: SessionModel, want: string, found: { cursor: string }): Promise<WriteFound> {
+    const after = [];
+    for await (const r of this.ctx.eventLog!.readAfter(session.id, { cursor: session.lastCursor })) after.push(r);
+    if (after.length === 0) return "absent";
+    const [first] = after;
+    if (after.length === 1 && first!.kind === "event" && digest(first!.payload) === want) {
+      found.cursor = first!.cursor;
+      return "applied";
+    }
+    const copies = after.filter((r) => r.kind === "event" && digest(r.payload) === want).length;
+    return `after a lost answer the log holds ${after.length} records past event ${session.events.length}, ${copies} of them the event appended once`;
   }
 
   /** One turn: append its events in order, then save the grown snapshot. */
@@ -137,13 +181,19 @@ export class HarnessProcess {
       for (const e of events) {
         const bytes = new TextEncoder().encode(e.json);
         const sentAt = performance.now();
-        await this.ctx.stats.time("EventLogService/Append", bytes.byteLength, () => log.append(session.id, bytes));
-        session.ackEvent({ seq: session.events.length + 1, digest: digest(bytes), bytes: bytes.byteLength, sentAt });
+        const d = digest(bytes);
+        const at = { cursor: "" };
+        const append = async () => void (at.cursor = await this.ctx.stats.time("EventLogService/Append", bytes.byteLength, () => log.append(session.id, bytes)));
+        this.expectApplied(session.id, await writeThroughOutages(this.ctx, append, () => this.findEvent(session, d, at)));
+        session.lastCursor = at.cursor;
+        session.ackEvent({ seq: session.events.length + 1, digest: d, bytes: bytes.byteLength, sentAt });
       }
     }
     builder.addTurn(events);
     const payload = builder.encode();
-    await this.ctx.stats.time("SessionStoreService/Save", payload.byteLength, () => this.ctx.sessionStore.save(session.id, payload));
-    session.snapshot = { digest: digest(payload), bytes: payload.byteLength, turn: builder.turns };
+    const d = digest(payload);
+    const save = () => this.ctx.stats.time("SessionStoreService/Save", payload.byteLength, () => this.ctx.sessionStore.save(session.id, payload));
+    this.expectApplied(session.id, await writeThroughOutages(this.ctx, save, () => this.findSnapshot(session.id, d, session.snapshot?.digest)));
+    session.snapshot = { digest: d, bytes: payload.byteLength, turn: builder.turns };
   }
 }

@@ -3,15 +3,22 @@ import { LeaseHeldError } from "../errors.js";
 import { LeaseLedger, wallMs } from "./lease-ledger.js";
 import type { Violations } from "./model.js";
 import type { WorkloadStats } from "./stats.js";
+import { isOutage, OUTAGE_PAUSE_MS } from "./outage.js";
 
 /**
  * One emulated harness process's leases: acquires them, renews each every
  * TTL/3 as the harness's renewer does (TTL read from the granted expiry,
  * wire-contract.md section 4.3), releases them, or abandons them all at once
  * to emulate a crash. Every step is written to the shared {@link LeaseLedger}.
+ *
+ * When the run expects outages, an Acquire or Renew that fails with
+ * UNAVAILABLE is tried again shortly (a Renew only until the lease's expiry),
+ * a failed Release is left to expire, and a lease lost after an outage is
+ * not a violation (the holder still stops using it); the ledger still checks
+ * that no two owners held it at once.
  */
 export class LeaseKeeper {
-  private readonly held = new Map<string, { lease: Lease; timer: NodeJS.Timeout }>();
+  private readonly held = new Map<string, { lease: Lease; timer: NodeJS.Timeout; outage?: boolean }>();
   private dead = false;
 
   constructor(
@@ -22,7 +29,14 @@ export class LeaseKeeper {
     private readonly violations: Violations,
     /** Called when a renewal finds the lease lost; the holder must stop using it. */
     private readonly onLost: (sessionId: string) => void = () => undefined,
+    /** The run expects outages (WorkloadOptions.outages). */
+    private readonly outages = false,
   ) {}
+
+  /** True for an error the run expects: an outage while outages are expected. */
+  private expected(err: unknown): boolean {
+    return this.outages && isOutage(err);
+  }
 
   /**
    * Tries to take `sessionId` once.
@@ -45,16 +59,21 @@ export class LeaseKeeper {
   /** Acquires `sessionId`, retrying every `pollMs` while another owner holds it, until granted or `stop` aborts. */
   async acquire(sessionId: string, pollMs: number, stop: AbortSignal): Promise<Lease | undefined> {
     while (!stop.aborted && !this.dead) {
-      const lease = await this.tryAcquire(sessionId);
-      if (lease !== undefined) return lease;
+      try {
+        const lease = await this.tryAcquire(sessionId);
+        if (lease !== undefined) return lease;
+      } catch (err) {
+        if (!this.expected(err)) throw err;
+      }
       await new Promise((r) => setTimeout(r, pollMs));
     }
     return undefined;
   }
 
-  /** True while `sessionId` is held and its renewals succeed. */
+  /** True while `sessionId` is held: its renewals succeed, or (during an outage) its last known expiry has not passed. */
   holds(sessionId: string): boolean {
-    return this.held.has(sessionId);
+    const entry = this.held.get(sessionId);
+    return entry !== undefined && wallMs() < Number(entry.lease.expiry / 1_000_000n);
   }
 
   private schedule(lease: Lease): void {
@@ -75,8 +94,15 @@ export class LeaseKeeper {
       if (!this.dead && this.held.get(sessionId) === entry) this.schedule(lease);
     } catch (err) {
       if (this.dead || this.held.get(sessionId) !== entry) return;
+      if (this.expected(err)) {
+        entry.outage = true;
+        if (wallMs() < Number(entry.lease.expiry / 1_000_000n)) {
+          entry.timer = setTimeout(() => void this.renew(sessionId), OUTAGE_PAUSE_MS);
+          return;
+        }
+      }
       this.held.delete(sessionId);
-      this.violations.add("leases renew until released", `${this.owner} lost ${sessionId}: ${(err as Error).message}`);
+      if (!entry.outage) this.violations.add("leases renew until released", `${this.owner} lost ${sessionId}: ${(err as Error).message}`);
       this.onLost(sessionId);
     }
   }
@@ -88,7 +114,12 @@ export class LeaseKeeper {
     clearTimeout(entry.timer);
     this.held.delete(sessionId);
     this.ledger.released(entry.lease, wallMs());
-    await this.stats.time("SessionLeaseService/Release", 0, () => this.client.release(entry.lease));
+    try {
+      await this.stats.time("SessionLeaseService/Release", 0, () => this.client.release(entry.lease));
+    } catch (err) {
+      // The lease expires by itself; the ledger already counts it released.
+      if (!this.expected(err)) throw err;
+    }
   }
 
   /** Releases every lease still held. */

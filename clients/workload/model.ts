@@ -26,6 +26,8 @@ export class SessionModel {
   finished = false;
   /** True when a write failed, so what the store holds is unknown: checks skip the session. */
   tainted = false;
+  /** Cursor of the last acknowledged event ("" before the first): where to look for an append whose answer was lost. */
+  lastCursor = "";
   /** Notified on every acked event and when the session finishes. */
   private waiters: Array<() => void> = [];
 
@@ -106,6 +108,7 @@ export class Slot {
 export const CHECKS = [
   "acknowledged snapshots are readable",
   "acknowledged events are readable, in order",
+  "no write applied twice",
   "watchers see every event exactly once, in order",
   "no slot fires twice",
   "the store counted every claim and fire",
@@ -117,6 +120,14 @@ export const CHECKS = [
 
 /** One of {@link CHECKS}. */
 export type Check = (typeof CHECKS)[number];
+
+/**
+ * Thrown by a writer that found (and recorded) a violation that ends its
+ * session, so the failure is not reported a second time as unexpected.
+ */
+export class ViolationFound extends Error {
+  override name = "ViolationFound";
+}
 
 /** An invariant the run broke, or an unexpected failure. */
 export interface Violation {

@@ -28,7 +28,7 @@ export interface WorkloadSummary {
   writeSeconds: number;
   totals: { calls: number; errors: number; callsPerSecond: number; mibPerSecond: number };
   rpcs: RpcSummary[];
-  counts: { sessions: number; turns: number; leaseGrants: number; claims: number; lostClaims: number; crashes: number; watcherReconnects: number; watcherResumes: number };
+  counts: { sessions: number; turns: number; leaseGrants: number; claims: number; lostClaims: number; crashes: number; watcherReconnects: number; watcherResumes: number; outageRetries: number };
   /** Each invariant with its violation count; `checked` is false when its part did not run. */
   checks: Array<{ check: string; checked: boolean; violations: number }>;
   violations: Array<{ check: string; detail: string }>;
@@ -86,6 +86,7 @@ export function summarize(r: WorkloadResult): WorkloadSummary {
       crashes: r.crashes,
       watcherReconnects: r.watcherReconnects,
       watcherResumes: r.watcherResumes,
+      outageRetries: r.outageRetries,
     },
     checks: CHECKS.map((check) => ({ check, checked: applies(check, r.ran), violations: r.violations.count(check) })),
     violations: r.violations.list,
@@ -110,7 +111,7 @@ export function formatSummary(s: WorkloadSummary): string {
   lines.push(`workload: ${fixed(s.writeSeconds, 1)} s of turns${s.interrupted ? " (interrupted)" : ""}; REFUSED = expected answers such as a lease held by another owner or a claim that lost its slot`, "", fmt(head), ...rows.map(fmt), "");
   const c = s.counts;
   lines.push(
-    `sessions ${c.sessions}, turns ${c.turns}, lease grants ${c.leaseGrants}, claims ${c.claims} (${c.lostClaims} lost races), crashes ${c.crashes}, watcher reconnects ${c.watcherReconnects}, resumes after errors ${c.watcherResumes}`,
+    `sessions ${c.sessions}, turns ${c.turns}, lease grants ${c.leaseGrants}, claims ${c.claims} (${c.lostClaims} lost races), crashes ${c.crashes}, watcher reconnects ${c.watcherReconnects}, resumes after errors ${c.watcherResumes}, retries through outages ${c.outageRetries}`,
   );
   for (const sk of s.skipped) lines.push(`skipped: ${sk}`);
   lines.push("", "INVARIANT".padEnd(52) + "RESULT");

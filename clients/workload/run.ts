@@ -37,6 +37,8 @@ export interface WorkloadResult {
   crashes: number;
   watcherReconnects: number;
   watcherResumes: number;
+  /** Calls sent again, or writes looked up, because of an outage (`outages` option). */
+  outageRetries: number;
   /** Parts skipped for want of a client, e.g. `scheduler (no --schedule-store-url)`. */
   skipped: string[];
   /** Which parts ran: events and watchers, leases, the scheduler. */
@@ -64,7 +66,8 @@ export interface WorkloadProgress {
  * against everything acknowledged, and (unless `keepData`) the run's
  * sessions and schedules are deleted.
  *
- * `interrupt` (Ctrl-C) ends the turns early; the drain, the checks and the
+ * `interrupt` (Ctrl-C, or a fault test that stops after a number of kill
+ * cycles) ends the turns early; the drain, the checks and the
  * clean-up still run, so the summary covers what was done. Whatever happens
  * after the schedules were created, none of them is left enabled: they are
  * deleted, or with `keepData` disabled (issue 14), so no harness sharing the
@@ -162,6 +165,7 @@ async function runParts(clients: WorkloadClients, options: WorkloadOptions, onPr
     crashes,
     watcherReconnects: watchers.reduce((n, w) => n + w.reconnects, 0),
     watcherResumes: watchers.reduce((n, w) => n + w.resumes, 0),
+    outageRetries: ctx.stats.outageRetries,
     skipped,
     ran: { events: clients.eventLog !== undefined, leases: clients.sessionLease !== undefined, scheduler: scheduling },
     interrupted: interrupt?.aborted ?? false,

@@ -6,6 +6,7 @@ import { formatNanos, formatOptionalNanos, nowNanos, parseRfc3339, ZERO_TIME } f
 import type { WorkloadContext } from "./context.js";
 import type { LeaseKeeper } from "./lease-keeper.js";
 import type { Violations } from "./model.js";
+import { isOutage, throughOutages } from "./outage.js";
 
 /** The next cron instant strictly after `afterNanos`, in nanoseconds (UTC). */
 export function cronNext(cron: string, afterNanos: bigint): bigint {
@@ -64,7 +65,8 @@ export function workloadSchedule(runId: string, index: number, now: bigint): Sch
 
 /** Every claim and fire of a run, to check that no slot fired twice and that the store counted each fire. */
 export class ClaimLedger {
-  private readonly slots = new Map<string, number>();
+  /** Who claimed each `name@slot`, in order. */
+  private readonly slots = new Map<string, string[]>();
   /** Successful claims per schedule name. */
   readonly claims = new Map<string, number>();
   /** Fire ids recorded as finished, per schedule name. */
@@ -73,11 +75,17 @@ export class ClaimLedger {
   lostClaims = 0;
   /** Schedules where a claim or fire RPC failed, so the store's counts are unknown: their count check is skipped. */
   readonly uncertain = new Set<string>();
+  /**
+   * Claims answered UNAVAILABLE during an outage, per schedule: each may or
+   * may not have been stored, so FireCount may exceed the successful claims
+   * by up to this many, and no more.
+   */
+  readonly unanswered = new Map<string, number>();
 
-  /** Records a successful claim of the slot due at `slot` (nanoseconds). */
-  claimed(name: string, slot: bigint): void {
+  /** Records a successful claim by `owner` of the slot due at `slot` (nanoseconds). */
+  claimed(name: string, slot: bigint, owner = ""): void {
     const key = `${name}@${slot}`;
-    this.slots.set(key, (this.slots.get(key) ?? 0) + 1);
+    this.slots.set(key, [...(this.slots.get(key) ?? []), owner]);
     this.claims.set(name, (this.claims.get(name) ?? 0) + 1);
   }
 
@@ -97,7 +105,7 @@ export class ClaimLedger {
 
   /** Flags every slot claimed more than once. */
   check(violations: Violations): void {
-    for (const [key, n] of this.slots) if (n > 1) violations.add("no slot fires twice", `${key} was claimed ${n} times`);
+    for (const [key, by] of this.slots) if (by.length > 1) violations.add("no slot fires twice", `${key} was claimed ${by.length} times (by ${by.join(", ")})`);
   }
 }
 
@@ -125,7 +133,7 @@ export class SchedulerCandidate {
         else if (!this.keeper.holds(SCHEDULER_LEASE_ID)) this.leading = false;
         if (this.leading) await this.tick();
       } catch (err) {
-        this.ctx.violations.add("no unexpected errors", `${this.keeper.owner} scheduler: ${(err as Error).message}`);
+        if (!(this.ctx.options.outages && isOutage(err))) this.ctx.violations.add("no unexpected errors", `${this.keeper.owner} scheduler: ${(err as Error).message}`);
       }
       await new Promise((r) => setTimeout(r, this.ctx.options.tickMs));
     }
@@ -139,14 +147,21 @@ export class SchedulerCandidate {
     for (const s of due) {
       const name = s.Spec.Name;
       if (!name.startsWith(`${this.ctx.options.runId}-`)) continue;
+      // A tick slowed down by an outage may outlive the lease; a leader that lost it must not claim beside the next one.
+      if (!this.keeper.holds(SCHEDULER_LEASE_ID)) return;
       const slot = parseRfc3339(s.State.NextFireAt) ?? 0n;
       try {
         await stats.time("ScheduleStoreService/ClaimSchedule", 0, () => store.claimSchedule(name, now, cronNext(s.Spec.Trigger!.Cron!, now)), undefined, (e) => e instanceof ScheduleNotFoundError);
-        this.ledger.claimed(name, slot);
+        this.ledger.claimed(name, slot, this.keeper.owner);
         await this.fire(name, slot, now);
       } catch (err) {
         if (err instanceof ScheduleNotFoundError) {
           this.ledger.lostClaims++;
+          continue;
+        }
+        if (this.ctx.options.outages && isOutage(err)) {
+          // Claimed or not, nobody will know: the slot is not fired (the driver leaves it pending).
+          this.ledger.unanswered.set(name, (this.ledger.unanswered.get(name) ?? 0) + 1);
           continue;
         }
         this.ledger.uncertain.add(name);
@@ -170,10 +185,11 @@ export class SchedulerCandidate {
       Stop: "",
       Err: "",
     };
-    await stats.time("ScheduleStoreService/RecordFireStart", 0, () => store.recordFireStart(name, fire));
+    // Each of these is idempotent (wire-contract.md section 5.5), so an outage just means sending it again.
+    await throughOutages(this.ctx, () => stats.time("ScheduleStoreService/RecordFireStart", 0, () => store.recordFireStart(name, fire)));
     const progress = nowNanos();
-    await stats.time("ScheduleStoreService/RecordFireProgress", 0, () => store.recordFireProgress(name, id, progress));
-    await stats.time("ScheduleStoreService/RecordFire", 0, () => store.recordFire({ ...fire, ProgressAt: formatOptionalNanos(progress), Stop: "end_turn" }));
+    await throughOutages(this.ctx, () => stats.time("ScheduleStoreService/RecordFireProgress", 0, () => store.recordFireProgress(name, id, progress)));
+    await throughOutages(this.ctx, () => stats.time("ScheduleStoreService/RecordFire", 0, () => store.recordFire({ ...fire, ProgressAt: formatOptionalNanos(progress), Stop: "end_turn" })));
     this.ledger.fired(name, id);
   }
 }

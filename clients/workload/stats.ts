@@ -26,6 +26,8 @@ export class WorkloadStats {
   private readonly byName = new Map<string, RpcStat>();
   /** `performance.now()` when the run started. */
   readonly startedAt = performance.now();
+  /** Calls sent again, or writes looked up, because of an outage (the `outages` option). */
+  outageRetries = 0;
 
   private stat(name: string): RpcStat {
     let s = this.byName.get(name);

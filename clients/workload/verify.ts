@@ -1,5 +1,5 @@
 import type { WorkloadContext } from "./context.js";
-import { CHECKS, digest, type SessionModel } from "./model.js";
+import { CHECKS, digest, type SessionModel, type Violations } from "./model.js";
 import type { ClaimLedger } from "./scheduler.js";
 
 /** Runs `fn` over `items`, at most `limit` at a time. */
@@ -23,28 +23,60 @@ async function verifySession(ctx: WorkloadContext, s: SessionModel): Promise<voi
   }
   if (ctx.eventLog === undefined) return;
   try {
-    let i = 0;
-    for await (const r of ctx.eventLog.readAfter(s.id)) {
-      const acked = s.events[i];
-      if (r.kind !== "event" || acked === undefined || digest(r.payload) !== acked.digest) {
-        v.add(CHECKS[1], `${s.id}: record ${i + 1} is ${r.kind === "gap" ? "a gap" : acked === undefined ? "beyond the acknowledged events" : "not the event appended there"}`);
-        return;
-      }
-      i++;
-    }
-    if (i !== s.events.length) v.add(CHECKS[1], `${s.id}: read back ${i} of ${s.events.length} acknowledged events`);
+    const stored: Array<string | undefined> = [];
+    for await (const r of ctx.eventLog.readAfter(s.id)) stored.push(r.kind === "event" ? digest(r.payload) : undefined);
+    checkEventLog(s, stored, v);
   } catch (err) {
     v.add(CHECKS[1], `${s.id}: ${(err as Error).message}`);
   }
 }
 
+/**
+ * Compares a session's log as read back (`stored`: each record's digest,
+ * undefined for a gap) with the events acknowledged for it: every
+ * acknowledged event in order and nothing else ("acknowledged events are
+ * readable, in order"), and no event stored twice ("no write applied twice":
+ * every workload event has distinct content, so two records with the same
+ * digest are one append applied twice). Reports the first problem only.
+ */
+export function checkEventLog(s: SessionModel, stored: ReadonlyArray<string | undefined>, v: Violations): void {
+  const seen = new Map<string, number>();
+  for (let i = 0; i < stored.length; i++) {
+    const d = stored[i];
+    const earlier = d === undefined ? undefined : seen.get(d);
+    if (earlier !== undefined) {
+      v.add("no write applied twice", `${s.id}: records ${earlier + 1} and ${i + 1} are the same event, appended once`);
+      return;
+    }
+    if (d !== undefined) seen.set(d, i);
+    const acked = s.events[i];
+    if (d === undefined || acked === undefined || d !== acked.digest) {
+      v.add(CHECKS[1], `${s.id}: record ${i + 1} is ${d === undefined ? "a gap" : acked === undefined ? "beyond the acknowledged events" : "not the event appended there"}`);
+      return;
+    }
+  }
+  if (stored.length !== s.events.length) v.add(CHECKS[1], `${s.id}: read back ${stored.length} of ${s.events.length} acknowledged events`);
+}
+
+/**
+ * Checks one schedule's FireCount against the claims made: it must be at
+ * least the successful claims ("the store counted every claim and fire") and
+ * at most those plus the claims answered UNAVAILABLE, whose outcome nobody
+ * knows ("no write applied twice": a claim counted twice).
+ */
+export function checkFireCount(name: string, fireCount: number, claims: number, unanswered: number, v: Violations): void {
+  if (fireCount < claims) v.add(CHECKS[5], `${name}: FireCount ${fireCount} after ${claims} successful claims`);
+  else if (fireCount > claims + unanswered) {
+    v.add("no write applied twice", `${name}: FireCount ${fireCount} after ${claims} successful claims${unanswered > 0 ? ` and ${unanswered} unanswered` : ""}`);
+  }
+}
+
 async function verifySchedule(ctx: WorkloadContext, name: string, ledger: ClaimLedger): Promise<void> {
   const store = ctx.scheduleStore!;
-  const check = CHECKS[4];
+  const check = CHECKS[5];
   try {
     const s = await store.loadSchedule(name);
-    const claims = ledger.claims.get(name) ?? 0;
-    if ((s.State.FireCount ?? 0) !== claims) ctx.violations.add(check, `${name}: FireCount ${s.State.FireCount} after ${claims} successful claims`);
+    checkFireCount(name, s.State.FireCount ?? 0, ledger.claims.get(name) ?? 0, ledger.unanswered.get(name) ?? 0, ctx.violations);
     const fires = new Map((await store.listFires(name)).map((f) => [f.ID, f]));
     for (const id of ledger.fires.get(name) ?? []) {
       const f = fires.get(id);

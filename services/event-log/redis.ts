@@ -18,7 +18,7 @@ import { PAGE_BYTES, type Appended, type EventLogStore, type LogPage, type NewRe
  * `OP_RECORD_LUA`), so a retried append returns the first one's answer.
  * Returns {generation, position} (recorded).
  */
-const APPEND = redisScript({
+export const APPEND_SCRIPT = redisScript({
   name: "mecatlEventsAppend",
   lua: `
 local gen = redis.call('HGET', KEYS[1], 'gen')
@@ -115,7 +115,7 @@ export class RedisEventLogStore implements EventLogStore {
     const args: Array<string | Buffer> =
       record.kind === "event" ? ["e", record.format, toBuffer(record.payload)] : ["g", record.reason];
     const keys = [this.keys.eventLogMeta(sessionId), this.keys.eventLog(sessionId)];
-    const [generation, position] = (await op.script(APPEND, keys, [fresh, this.keys.eventLogChannel(sessionId), ...args], op.record(this.keys.sessionOp(sessionId, op.id)))) as [string, number];
+    const [generation, position] = (await op.script(APPEND_SCRIPT, keys, [fresh, this.keys.eventLogChannel(sessionId), ...args], op.record(this.keys.sessionOp(sessionId, op.id)))) as [string, number];
     return { generation, position };
   }
 

@@ -44,9 +44,10 @@ const NOT_SENT = /^Stream isn't writeable/;
  * `maxRetriesPerRequest: 0`, so every command in flight gets it when the
  * connection closes), "Socket timeout" (no data for `socketTimeout`), and
  * "Connection is closed." (the client was closed; a command in flight then
- * gets it too, so it cannot prove the command unsent).
+ * gets it too, so it cannot prove the command unsent), and "Command aborted
+ * due to connection close" (a command of an auto-pipeline that was cut short).
  */
-const MAYBE_SENT = /^Reached the max retries per request|^Socket timeout\b|^Connection is closed\.|ECONNRESET|EPIPE|ETIMEDOUT/;
+const MAYBE_SENT = /^Reached the max retries per request|^Socket timeout\b|^Connection is closed\.|^Command aborted due to connection close|ECONNRESET|EPIPE|ETIMEDOUT/;
 
 /**
  * Classifies an error thrown by one Redis attempt (ioredis command, script

@@ -26,12 +26,14 @@ function withinMs<T>(p: Promise<T>, ms: number): Promise<T> {
  *   operation runs is given the record key built from it
  *   ({@link record}), on every attempt, so a write whose reply was lost and
  *   that is sent again is applied once (`OP_RECORD_LUA` in redis-script.ts).
- * - Every Redis request ({@link read}, {@link write}, {@link script}) is
- *   retried on a passing failure (not connected, connection lost, no
- *   answer, LOADING, READONLY: redis-errors.ts) with a short randomised
- *   backoff (p-retry) until `timeoutMs` (`--store-timeout`) has passed since
- *   the operation began, counting every request and retry of it; an
- *   attempt that would outlive that deadline is cut short there.
+ * - Every Redis request ({@link read}, {@link script}) is retried on a
+ *   passing failure (not connected, connection lost, no answer, LOADING,
+ *   READONLY: redis-errors.ts) with a short randomised backoff (p-retry)
+ *   until `timeoutMs` (`--store-timeout`) has passed since the operation
+ *   began, counting every request and retry of it; an attempt that would
+ *   outlive that deadline is cut short there, and no retry is started with
+ *   less than a quarter of the timeout (at most 250 ms) left, so that the
+ *   verdict rests on an answer rather than on a command cut off unanswered.
  * - When the time is up it throws {@link StoreFailure}: `outcome_unknown`
  *   when any attempt of a write may have reached Redis (written, then the
  *   connection was lost or no answer came), saying the write may or may not
@@ -85,15 +87,21 @@ export class RedisOperation {
     return this.timeoutMs - (performance.now() - this.started);
   }
 
+  /** Least time a retry needs left to be sent: a quarter of the timeout, at most 250 ms. */
+  private lastAttemptMs(): number {
+    return Math.min(250, this.timeoutMs / 4);
+  }
+
   private async attempt<T>(write: boolean, request: (redis: Redis) => Promise<T>): Promise<T> {
     let cause = "no attempt made";
     let last: unknown = new RedisAttemptTimeout("no time left");
     try {
       return await pRetry(
-        async () => {
+        async (attemptNumber) => {
           const left = this.remainingMs();
-          // Out of time before this attempt began: end with the last attempt's error.
-          if (left <= 0) throw new AbortError(last as Error);
+          // Too little time left for a retry to be answered: end with the last attempt's
+          // (definite) error rather than send a command that would be cut off unanswered.
+          if (left <= 0 || (attemptNumber > 1 && left < this.lastAttemptMs())) throw new AbortError(last as Error);
           return await withinMs(Promise.resolve().then(() => request(this.redis)), left);
         },
         {

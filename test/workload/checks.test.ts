@@ -11,7 +11,8 @@ import { runWorkload } from "../../clients/workload/run.js";
 import { DEFAULT_WORKLOAD } from "../../clients/workload/context.js";
 import { LeaseLedger } from "../../clients/workload/lease-ledger.js";
 import { ClaimLedger } from "../../clients/workload/scheduler.js";
-import { Violations } from "../../clients/workload/model.js";
+import { SessionModel, Violations } from "../../clients/workload/model.js";
+import { checkEventLog, checkFireCount } from "../../clients/workload/verify.js";
 import { summarize } from "../../clients/workload/report.js";
 
 /*
@@ -59,6 +60,42 @@ describe("lease and claim ledgers", () => {
     claims.claimed("x", 11n * S);
     claims.check(v);
     expect(v.count("no slot fires twice")).toBe(1);
+  });
+});
+
+describe("applied twice", () => {
+  const session = (digests: string[]) => {
+    const s = new SessionModel("s", "p0s0");
+    for (const [i, d] of digests.entries()) s.ackEvent({ seq: i + 1, digest: d, bytes: 1, sentAt: 0 });
+    return s;
+  };
+
+  test("an event appended once and stored twice is a violation of its own", () => {
+    const v = new Violations();
+    checkEventLog(session(["a", "b"]), ["a", "a", "b"], v);
+    expect(v.count("no write applied twice")).toBe(1);
+    expect(v.list[0]!.detail).toContain("records 1 and 2 are the same event");
+  });
+
+  test("the log exactly as acknowledged passes; a missing or foreign record is a lost write", () => {
+    const v = new Violations();
+    checkEventLog(session(["a", "b"]), ["a", "b"], v);
+    expect(v.total).toBe(0);
+    checkEventLog(session(["a", "b"]), ["a"], v);
+    checkEventLog(session(["a", "b"]), ["a", "c"], v);
+    expect(v.count("acknowledged events are readable, in order")).toBe(2);
+    expect(v.count("no write applied twice")).toBe(0);
+  });
+
+  test("FireCount above the claims made (plus the unanswered ones) is a claim counted twice; below is a lost claim", () => {
+    const v = new Violations();
+    checkFireCount("x", 3, 2, 1, v);
+    checkFireCount("x", 2, 2, 1, v);
+    expect(v.total).toBe(0);
+    checkFireCount("x", 3, 2, 0, v);
+    expect(v.count("no write applied twice")).toBe(1);
+    checkFireCount("x", 1, 2, 0, v);
+    expect(v.count("the store counted every claim and fire")).toBe(1);
   });
 });
 
