@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { runScript, redisScript } from "../storage/redis-script.js";
-import type { SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
+import type { LineageAnswer, MetadataPageAnswer, SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
 
 /**
  * Saves a snapshot. Reads the time from the Redis server so every replica of
@@ -74,6 +74,14 @@ export class RedisSessionStore implements SessionStore {
     const out: StoredSessionInfo[] = [];
     for (let i = 0; i + 1 < flat.length; i += 2) out.push({ sessionId: flat[i]!, modifiedAtMicros: Number(flat[i + 1]) });
     return out;
+  }
+
+  async pageMetadata(): Promise<MetadataPageAnswer> {
+    throw new Error("not yet");
+  }
+
+  async readLineage(): Promise<LineageAnswer> {
+    throw new Error("not yet");
   }
 
   async delete(sessionId: string): Promise<void> {
