@@ -279,3 +279,18 @@ export function projectSnapshot(sessionId: string, payload: Uint8Array, activity
     estimatedBytes: payload.byteLength,
   };
 }
+
+/**
+ * The projection of a payload stored by an earlier build, for the upgrade
+ * backfill on either backend: activity is derived from `messages`, and a
+ * payload today's Save would refuse (another id, a bad incarnation...) is
+ * kept as a non-sessnap row rather than failing the upgrade.
+ */
+export function projectStoredSnapshot(sessionId: string, payload: Uint8Array): SessionProjection {
+  try {
+    return projectSnapshot(sessionId, payload, "");
+  } catch (err) {
+    if (err instanceof SnapshotPayloadError) return { metadata: undefined, activityState: "", estimatedBytes: payload.byteLength };
+    throw err;
+  }
+}

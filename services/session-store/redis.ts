@@ -1,41 +1,9 @@
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "../storage/redis-keys.js";
-import { runScript, redisScript } from "../storage/redis-script.js";
-import type { LineageAnswer, MetadataPageAnswer, SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
-
-/**
- * Saves a snapshot. Reads the time from the Redis server so every replica of
- * the driver stamps saves with one clock.
- * KEYS[1] snapshot hash, KEYS[2] session index (sorted set).
- * ARGV[1] session id, ARGV[2] format, ARGV[3] payload, ARGV[4] "1" to create only.
- * Returns 1 when stored, 0 when ARGV[4] is "1" and the session exists.
- */
-const SAVE = redisScript({
-  name: "mecatlSessionSave",
-  lua: `
-if ARGV[4] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local t = redis.call('TIME')
-local us = t[1] .. string.format('%06d', tonumber(t[2]))
-redis.call('HSET', KEYS[1], 'format', ARGV[2], 'payload', ARGV[3], 'modified_us', us)
-redis.call('ZADD', KEYS[2], us, ARGV[1])
-return 1
-`,
-});
-
-/**
- * Deletes a session and all of its records, then tells whoever listens.
- * KEYS[1] session index, KEYS[2..] every key of the session.
- * ARGV[1] session id, ARGV[2..] channels to PUBLISH an empty message on.
- */
-const DELETE = redisScript({
-  name: "mecatlSessionDelete",
-  lua: `
-redis.call('ZREM', KEYS[1], ARGV[1])
-for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
-for i = 2, #ARGV do redis.call('PUBLISH', ARGV[i], '') end
-return 1
-`,
-});
+import { runScript } from "../storage/redis-script.js";
+import type { SessionProjection } from "./projection.js";
+import { DELETE_PROJECTED, RedisSessionMetadata, SAVE_PROJECTED } from "./redis-metadata.js";
+import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery, SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
 
 function toBuffer(bytes: Uint8Array): Buffer {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -43,24 +11,39 @@ function toBuffer(bytes: Uint8Array): Buffer {
 
 /**
  * SessionStore on Redis: a hash per session (hash-tagged by id) plus a sorted
- * set indexing ids by save time, so List never scans the keyspace. Save and
- * Create are one script each, so the snapshot and its index entry change
- * together. Note the index is a separate slot from the session's keys: on a
- * Redis Cluster these scripts would need the index split per slot.
+ * set indexing ids by save time, so List never scans the keyspace, and the
+ * partitioned metadata index and lineage records of redis-metadata.ts. Save,
+ * Create and Delete are one script each, so the snapshot, its List entry,
+ * its metadata row and its lineage records change together. Note the List
+ * index is a separate slot from the session's keys: on a Redis Cluster these
+ * scripts would need the index split per slot (issue 13).
+ *
+ * The first call of a process waits for the metadata start-up (recording
+ * the partition count, backfilling a store written by an earlier build);
+ * the constructor starts it.
  */
 export class RedisSessionStore implements SessionStore {
+  private readonly meta: RedisSessionMetadata;
+
   constructor(
     private readonly redis: Redis,
     private readonly keys: RedisKeys,
-  ) {}
-
-  async save(sessionId: string, snapshot: StoredSnapshot): Promise<void> {
-    await runScript(this.redis, SAVE, [this.keys.snapshot(sessionId), this.keys.sessionIndex()], [sessionId, snapshot.format, toBuffer(snapshot.payload), "0"]);
+  ) {
+    this.meta = new RedisSessionMetadata(redis, keys);
+    this.meta.config().catch(() => undefined);
   }
 
-  async create(sessionId: string, snapshot: StoredSnapshot): Promise<boolean> {
-    const r = await runScript(this.redis, SAVE, [this.keys.snapshot(sessionId), this.keys.sessionIndex()], [sessionId, snapshot.format, toBuffer(snapshot.payload), "1"]);
-    return r === 1;
+  private async put(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection, mode: "save" | "create"): Promise<boolean> {
+    const { keys, args } = this.meta.write(await this.meta.config(), sessionId, projection);
+    return (await runScript(this.redis, SAVE_PROJECTED, keys, [sessionId, snapshot.format, toBuffer(snapshot.payload), mode, ...args()])) === 1;
+  }
+
+  async save(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<void> {
+    await this.put(sessionId, snapshot, projection, "save");
+  }
+
+  create(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<boolean> {
+    return this.put(sessionId, snapshot, projection, "create");
   }
 
   async load(sessionId: string): Promise<StoredSnapshot | undefined> {
@@ -76,15 +59,16 @@ export class RedisSessionStore implements SessionStore {
     return out;
   }
 
-  async pageMetadata(): Promise<MetadataPageAnswer> {
-    throw new Error("not yet");
-  }
-
-  async readLineage(): Promise<LineageAnswer> {
-    throw new Error("not yet");
-  }
-
   async delete(sessionId: string): Promise<void> {
-    await runScript(this.redis, DELETE, [this.keys.sessionIndex(), ...this.keys.sessionData(sessionId)], [sessionId, ...this.keys.sessionDeleteChannels(sessionId)]);
+    const { keys, args } = this.meta.delete(await this.meta.config(), sessionId);
+    await runScript(this.redis, DELETE_PROJECTED, [...keys, ...this.keys.sessionData(sessionId)], [...args, ...this.keys.sessionDeleteChannels(sessionId)]);
+  }
+
+  pageMetadata(query: MetadataPageQuery): Promise<MetadataPageAnswer> {
+    return this.meta.page(query);
+  }
+
+  readLineage(query: LineageQuery): Promise<LineageAnswer> {
+    return this.meta.lineage(query);
   }
 }

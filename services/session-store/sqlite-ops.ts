@@ -1,22 +1,7 @@
 import { readOp, writeOp, type Migration, type OpContext } from "../storage/sqlite-op.js";
-import { projectSnapshot, SnapshotPayloadError, type SessionProjection } from "./projection.js";
+import { projectStoredSnapshot, type SessionProjection } from "./projection.js";
 import { metadataMigration, readLineage, readMetadataPage, removeProjection, writeProjection } from "./sqlite-metadata.js";
 import type { LineageQuery, MetadataPageQuery, StoredSessionInfo, StoredSnapshot } from "./store.js";
-
-/**
- * The projection of a payload already stored by an earlier build, for the
- * schema-2 migration: activity is derived from `messages`, and a payload the
- * service would refuse today (another id, a bad incarnation...) is kept as a
- * non-sessnap row rather than failing the upgrade.
- */
-function projectStored(sessionId: string, payload: Uint8Array): SessionProjection {
-  try {
-    return projectSnapshot(sessionId, payload, "");
-  } catch (err) {
-    if (err instanceof SnapshotPayloadError) return { metadata: undefined, activityState: "", estimatedBytes: payload.byteLength };
-    throw err;
-  }
-}
 
 /**
  * Schema of the session store on SQLite: version 1 holds one row per session
@@ -35,7 +20,7 @@ export const sessionStoreMigrations: readonly Migration[] = [
             modified_us INTEGER NOT NULL
           ) STRICT;`,
   },
-  metadataMigration(projectStored),
+  metadataMigration(projectStoredSnapshot),
 ];
 
 let lastSaveMicros = 0;
