@@ -41,6 +41,31 @@ export const SESSION_KINDS = ["unknown", "main", "scheduled", "subagent", "paral
 
 type RelationshipField = keyof SessionRelationship;
 
+/** Every relationship field, in the wire's naming. */
+const FIELDS: readonly RelationshipField[] = [
+  "scheduleName",
+  "originSessionId",
+  "originIncarnation",
+  "parentSessionId",
+  "parentIncarnation",
+  "callId",
+  "branchIndex",
+  "teamId",
+  "memberName",
+  "debugTargetSessionId",
+  "debugTargetIncarnation",
+];
+
+/**
+ * The relationship fields of any object that carries them under the wire's
+ * names (a `SessionMetadataEntry`, a `SessionLineageEntry`), and nothing else.
+ */
+export function relationshipOf(x: Omit<SessionRelationship, "branchIndex"> & { branchIndex?: number | undefined }): SessionRelationship {
+  const rel = emptyRelationship();
+  for (const f of FIELDS) (rel as unknown as Record<string, unknown>)[f] = x[f];
+  return rel;
+}
+
 /** Per kind: the relationship fields it requires and the ones it may carry (section 1.6). */
 const RULES: Record<string, { required: RelationshipField[]; optional: RelationshipField[] }> = {
   unknown: { required: [], optional: [] },
@@ -72,7 +97,7 @@ export function relationshipProblem(kind: string, rel: SessionRelationship): str
   const rules = RULES[kind === "" ? "unknown" : kind];
   if (rules === undefined) return `unknown session kind ${JSON.stringify(kind)}`;
   for (const f of rules.required) if (!isSet(rel, f)) return `kind ${kind} requires ${f}`;
-  for (const f of Object.keys(rel) as RelationshipField[]) {
+  for (const f of FIELDS) {
     const present = f === "branchIndex" ? rel.branchIndex !== undefined : rel[f] !== "";
     if (present && !rules.required.includes(f) && !rules.optional.includes(f)) return `kind ${kind} does not allow ${f}`;
   }

@@ -5,13 +5,12 @@
  * pages that is never ABORTED (one generation) neither repeats nor skips a
  * row. A quiet owner's walk is never disturbed by writes in another scope.
  */
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { beforeAll, describe, expect, test } from "vitest";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { SessionStoreService, type SessionMetadataCursor, type SessionMetadataEntry } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { compareIdBytes } from "../../common/byte-order.js";
 import { allBackends, type TestBackend } from "../helpers/backends.js";
-import { startServer, type ServerProcess } from "../helpers/server.js";
-import { grpcClient } from "../helpers/clients.js";
+import { serveService } from "../helpers/driver-server.js";
 import { sessnap } from "../helpers/sessnap.js";
 
 const FORMAT = "sessnap-json/1";
@@ -27,17 +26,10 @@ function after(a: SessionMetadataEntry, b: SessionMetadataEntry): boolean {
 }
 
 describe.each(allBackends())("metadata pages under racing writers on $name", (backend: TestBackend) => {
-  let server: ServerProcess;
+  const served = serveService(backend, "session-store", SessionStoreService);
   let client: Client<typeof SessionStoreService>;
-
-  beforeAll(async () => {
-    const { store } = await backend.setup();
-    server = await startServer(["session-store", "--store", store]);
-    client = grpcClient(SessionStoreService, server.address);
-  });
-  afterAll(async () => {
-    await server?.stop();
-    await backend.teardown();
+  beforeAll(() => {
+    client = served.client;
   });
 
   const save = (id: string, owner: typeof busy) => client.save({ sessionId: id, snapshot: { format: FORMAT, payload: sessnap({ id, owner }) } });

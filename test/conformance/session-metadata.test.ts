@@ -4,7 +4,7 @@
  * spec/session-metadata.md section 6, the field projection of sections 1-2,
  * and the cursor rules of section 4.
  */
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { beforeAll, describe, expect, test } from "vitest";
 import { Code, type Client } from "@connectrpc/connect";
 import { SessionStoreService, type SessionMetadataCursor } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
@@ -12,7 +12,7 @@ import type { PageSessionMetadataRequestSchema } from "../../gen/mecatl/driver/v
 import { principalScopeHash } from "../../common/principal-scope.js";
 import { nanosToTimestamp } from "../../services/rpc/timestamp.js";
 import { allBackends, type TestBackend } from "../helpers/backends.js";
-import { startServer, type ServerProcess } from "../helpers/server.js";
+import { serveService } from "../helpers/driver-server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
 import { incarnationOf, newIncarnation, sessnap, type TestPrincipal, type TestSession } from "../helpers/sessnap.js";
@@ -25,17 +25,10 @@ const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
 const scopeOf = (p: TestPrincipal | undefined) => hex(principalScopeHash(p === undefined ? undefined : { issuer: p.Issuer, subject: p.Subject }));
 
 describe.each(allBackends())("session metadata on $name", (backend: TestBackend) => {
-  let server: ServerProcess;
+  const served = serveService(backend, "session-store", SessionStoreService);
   let client: Client<typeof SessionStoreService>;
-
-  beforeAll(async () => {
-    const { store } = await backend.setup();
-    server = await startServer(["session-store", "--store", store]);
-    client = grpcClient(SessionStoreService, server.address);
-  });
-  afterAll(async () => {
-    await server?.stop();
-    await backend.teardown();
+  beforeAll(() => {
+    client = served.client;
   });
 
   const save = (s: TestSession, activityState = "") => client.save({ sessionId: s.id, snapshot: { format: FORMAT, payload: sessnap(s) }, activityState });
@@ -341,7 +334,7 @@ describe.each(allBackends())("session metadata on $name", (backend: TestBackend)
       ["z-child", "pruned"],
     ]);
 
-    const fresh = grpcClient(SessionStoreService, server.address);
+    const fresh = grpcClient(SessionStoreService, served.server.address);
     const loaded = await fresh.load({ sessionId: "root" });
     const again = await fresh.readLineage({ rootSessionId: "root", rootIncarnation: incarnationOf(loaded.snapshot!.payload), limit: 10 });
     expect(again.records).toHaveLength(2);
