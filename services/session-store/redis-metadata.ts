@@ -324,12 +324,14 @@ export class RedisSessionMetadata {
     const batch = 256;
     for (let from = 0; ; from += batch) {
       const ids = await this.redis.zrange(this.keys.sessionIndex(), from, from + batch - 1);
-      for (const id of ids) {
-        const [payload, modified, meta] = await this.redis.hmgetBuffer(this.keys.snapshot(id), "payload", "modified_us", "meta");
-        if (payload === null || modified === null || meta !== null) continue;
-        const { keys, args } = this.write(config, id, projectStoredSnapshot(id, payload));
-        await runScript(this.redis, SAVE_PROJECTED, keys, [id, "", "", "backfill", ...args(modified.toString())]);
-      }
+      await Promise.all(
+        ids.map(async (id) => {
+          const [payload, modified, meta] = await this.redis.hmgetBuffer(this.keys.snapshot(id), "payload", "modified_us", "meta");
+          if (payload === null || modified === null || meta !== null) return;
+          const { keys, args } = this.write(config, id, projectStoredSnapshot(id, payload));
+          await runScript(this.redis, SAVE_PROJECTED, keys, [id, "", "", "backfill", ...args(modified.toString())]);
+        }),
+      );
       if (ids.length < batch) return;
     }
   }
