@@ -23,12 +23,14 @@
  *   8 hex digits, the id, then the incarnation. Records are never deleted.
  *
  * A page asks every partition for up to limit+1 members after the cursor
- * with their rows (one read-only script per partition, all at once) and
- * merges the N sorted lists (k-way). Its generation is the store id and the
- * N partition generations of the scope: a page is served only when none of
- * the N changed since the cursor was minted, and since a session lives in
- * exactly one partition, rows read from different partitions at slightly
- * different instants still never repeat or skip a row.
+ * (one read-only script per partition, all at once), merges the N sorted
+ * lists (k-way), then reads the rows of the chosen members from their
+ * partitions, checking each partition is still at the generation its
+ * members were read at. Its generation is the store id and the N partition
+ * generations of the scope: a page is served only when none of the N
+ * changed since the cursor was minted, and since a session lives in exactly
+ * one partition, rows read from different partitions at slightly different
+ * instants still never repeat or skip a row.
  *
  * Atomicity. The Save/Create script writes the snapshot and its partition
  * together; on a single Redis that is one script. On Redis Cluster (issue
@@ -175,23 +177,43 @@ return 1
 });
 
 /**
- * Reads one partition's part of a PageMetadata page.
- * KEYS[1] the scope's sorted set, KEYS[2] `rows`, KEYS[3] `scopes`.
+ * Reads one partition's part of a PageMetadata page: the scope's generation
+ * and count, and the next members.
+ * KEYS[1] the scope's sorted set, KEYS[2] `scopes`.
  * ARGV[1] scope name, ARGV[2] `ZRANGE BYLEX` start, ARGV[3] most members.
- * Returns {generation, count, member1, row1, member2, row2, ...}.
+ * Returns {generation, count, member1, member2, ...}.
  */
-const PAGE_PARTITION = redisScript({
+const PAGE_MEMBERS = redisScript({
   name: "mecatlSessionMetaPage",
   readOnly: true,
   lua: `
-local out = {redis.call('HGET', KEYS[3], 'gen:' .. ARGV[1]) or '0', redis.call('HGET', KEYS[3], 'n:' .. ARGV[1]) or '0'}
-for _, m in ipairs(redis.call('ZRANGE', KEYS[1], ARGV[2], '+', 'BYLEX', 'LIMIT', 0, tonumber(ARGV[3]))) do
-  out[#out + 1] = m
-  out[#out + 1] = redis.call('HGET', KEYS[2], string.sub(m, 17))
-end
+local out = {redis.call('HGET', KEYS[2], 'gen:' .. ARGV[1]) or '0', redis.call('HGET', KEYS[2], 'n:' .. ARGV[1]) or '0'}
+for _, m in ipairs(redis.call('ZRANGE', KEYS[1], ARGV[2], '+', 'BYLEX', 'LIMIT', 0, tonumber(ARGV[3]))) do out[#out + 1] = m end
 return out
 `,
 });
+
+/**
+ * Reads the rows of the members a page chose from one partition, provided the
+ * scope has not changed in the partition since the members were read.
+ * KEYS[1] `rows`, KEYS[2] `scopes`.
+ * ARGV[1] scope name, ARGV[2] the generation the members were read at,
+ * ARGV[3..] session ids.
+ * Returns {row1, row2, ...}, or 0 when the generation moved on.
+ */
+const PAGE_ROWS = redisScript({
+  name: "mecatlSessionMetaRows",
+  readOnly: true,
+  lua: `
+if (redis.call('HGET', KEYS[2], 'gen:' .. ARGV[1]) or '0') ~= ARGV[2] then return 0 end
+local ids = {}
+for i = 3, #ARGV do ids[#ids + 1] = ARGV[i] end
+return redis.call('HMGET', KEYS[1], unpack(ids))
+`,
+});
+
+/** How many times a first page is read again when its rows changed between the two reads (then it is answered ABORTED). */
+const PAGE_ATTEMPTS = 3;
 
 /**
  * Reads the lineage records one partition's index names in a range.
@@ -251,6 +273,26 @@ function lexStart(after: MetadataBoundary | undefined): string {
   if (after === undefined) return "-";
   if (after.tie !== undefined) return `(${pageMember(after.tie.micros, after.tie.sessionId)}`;
   return `[${pageMember(after.beforeMicros - 1, "")}`;
+}
+
+/**
+ * k-way merge of the partitions' member lists (each sorted, after the two
+ * leading fields of the page reply): the first `count` members in byte
+ * order, with the partition each came from.
+ */
+function mergeMembers(parts: string[][], count: number): Array<{ partition: number; member: string }> {
+  const heads = parts.map(() => 2);
+  const out: Array<{ partition: number; member: string }> = [];
+  while (out.length < count) {
+    let best = -1;
+    for (let p = 0; p < parts.length; p++) {
+      if (heads[p]! < parts[p]!.length && (best < 0 || compareIdBytes(parts[p]![heads[p]!]!, parts[best]![heads[best]!]!) < 0)) best = p;
+    }
+    if (best < 0) break;
+    out.push({ partition: best, member: parts[best]![heads[best]!]! });
+    heads[best]! += 1;
+  }
+  return out;
 }
 
 /** A row as kept in a partition's `rows` hash. */
@@ -389,45 +431,55 @@ export class RedisSessionMetadata {
   }
 
   /**
-   * One PageMetadata page: every partition's next limit+1 members after the
-   * boundary, k-way merged; `restart` when any partition's generation of the
+   * One PageMetadata page, in two reads: every partition's generation, count
+   * and next limit+1 members after the boundary, k-way merged; then the rows
+   * of the chosen members, from their partitions, each checked to be at the
+   * generation its members were read at (a first page whose rows changed in
+   * between is read again). `restart` when a partition's generation of the
    * scope differs from the cursor's.
    */
   async page(q: MetadataPageQuery): Promise<MetadataPageAnswer> {
     const config = await this.config();
     const scope = q.scope.kind === "all" ? "all" : `owner:${q.scope.ownerScopeHex}`;
     const start = lexStart(q.after);
-    const parts = await Promise.all(
-      Array.from({ length: config.partitions }, (_, p) =>
-        runScript(this.redis, PAGE_PARTITION, [this.partitionKey(p, scope), this.partitionKey(p, "rows"), this.partitionKey(p, "scopes")], [scope, start, q.limit + 1]),
-      ),
+    for (let attempt = 1; ; attempt++) {
+      const parts = (await Promise.all(
+        Array.from({ length: config.partitions }, (_, p) => runScript(this.redis, PAGE_MEMBERS, [this.partitionKey(p, scope), this.partitionKey(p, "scopes")], [scope, start, q.limit + 1])),
+      )) as string[][];
+      const generation = `${config.storeId}.${parts.map((r) => r[0]).join(".")}`;
+      if (q.generation !== undefined && q.generation !== generation) return { restart: true };
+      const total = parts.reduce((n, r) => n + Number(r[1]), 0);
+      const chosen = mergeMembers(parts, q.limit + 1);
+      const rows = await this.rows(scope, parts, chosen.slice(0, q.limit));
+      if (rows !== undefined) return { restart: false, rows, more: chosen.length > q.limit, total, generation };
+      if (q.generation !== undefined || attempt >= PAGE_ATTEMPTS) return { restart: true };
+    }
+  }
+
+  /** The rows of `chosen` members, in order; undefined when a partition changed since its members were read. */
+  private async rows(scope: string, parts: string[][], chosen: Array<{ partition: number; member: string }>): Promise<MetadataRow[] | undefined> {
+    const byPartition = new Map<number, string[]>();
+    for (const c of chosen) byPartition.set(c.partition, [...(byPartition.get(c.partition) ?? []), c.member.slice(16)]);
+    const found = new Map<string, string>();
+    const replies = await Promise.all(
+      [...byPartition].map(async ([p, ids]) => {
+        const reply = await runScript(this.redis, PAGE_ROWS, [this.partitionKey(p, "rows"), this.partitionKey(p, "scopes")], [scope, parts[p]![0]!, ...ids]);
+        if (!Array.isArray(reply)) return false;
+        ids.forEach((id, i) => found.set(id, reply[i] as string));
+        return true;
+      }),
     );
-    const replies = parts as string[][];
-    const generation = `${config.storeId}.${replies.map((r) => r[0]).join(".")}`;
-    if (q.generation !== undefined && q.generation !== generation) return { restart: true };
-    const total = replies.reduce((n, r) => n + Number(r[1]), 0);
-    // k-way merge of the partitions' sorted member lists.
-    const heads = replies.map(() => 2);
-    const rows: MetadataRow[] = [];
-    while (rows.length <= q.limit) {
-      let best = -1;
-      for (let p = 0; p < replies.length; p++) {
-        if (heads[p]! >= replies[p]!.length) continue;
-        if (best < 0 || compareIdBytes(replies[p]![heads[p]!]!, replies[best]![heads[best]!]!) < 0) best = p;
-      }
-      if (best < 0) break;
-      const member = replies[best]![heads[best]!]!;
-      const row = JSON.parse(replies[best]![heads[best]! + 1]!) as StoredRow;
-      heads[best]! += 2;
-      rows.push({
+    if (replies.includes(false)) return undefined;
+    return chosen.map(({ member }) => {
+      const row = JSON.parse(found.get(member.slice(16))!) as StoredRow;
+      return {
         sessionId: member.slice(16),
         modifiedAtMicros: Number(INVERT - BigInt(member.slice(0, 16))),
         metadata: row.m === null ? undefined : decodeMetadata(row.m),
         activityState: row.a,
         estimatedBytes: row.b,
-      });
-    }
-    return { restart: false, rows: rows.slice(0, q.limit), more: rows.length > q.limit, total, generation };
+      };
+    });
   }
 
   private async range(p: number, index: string, min: string, max: Buffer, cut: number): Promise<LineageRecord[]> {
