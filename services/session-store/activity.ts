@@ -85,17 +85,22 @@ function isUserRole(b: Buffer, start: number, end: number): boolean {
 export function walkMessages(payload: Uint8Array, start: number): { activity: ActivityState; end: number } {
   const b = Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
   let found = false;
+  // Spans of the current message's role and text values (last one wins, as in Go); -1 when absent.
+  let roleStart = -1;
+  let roleEnd = -1;
+  let textStart = -1;
+  let textEnd = -1;
+  const member = (keyStart: number, keyEnd: number, valueStart: number): number => {
+    const valueEnd = scanValueBytes(b, valueStart, 2, "skim");
+    if (keyBytesMatch(b, keyStart, keyEnd, "role")) [roleStart, roleEnd] = [valueStart, valueEnd];
+    else if (keyBytesMatch(b, keyStart, keyEnd, "text")) [textStart, textEnd] = b[valueStart] === 0x6e ? [-1, -1] : [valueStart, valueEnd];
+    return valueEnd;
+  };
   const end = forEachElementBytes(b, start, (at) => {
     if (found || b[at] !== 0x7b) return scanValueBytes(b, at, 2, "skim");
-    let role: [number, number] | undefined;
-    let text: [number, number] | undefined;
-    const messageEnd = forEachMemberBytes(b, at, (keyStart, keyEnd, valueStart) => {
-      const valueEnd = scanValueBytes(b, valueStart, 2, "skim");
-      if (keyBytesMatch(b, keyStart, keyEnd, "role")) role = [valueStart, valueEnd];
-      else if (keyBytesMatch(b, keyStart, keyEnd, "text")) text = b[valueStart] === 0x6e ? undefined : [valueStart, valueEnd];
-      return valueEnd;
-    });
-    if (role !== undefined && isUserRole(b, role[0], role[1])) found = text === undefined || (b[text[0]] === 0x22 && genuineTextAt(b, text[0], text[1]));
+    roleStart = textStart = -1;
+    const messageEnd = forEachMemberBytes(b, at, member);
+    if (roleStart >= 0 && isUserRole(b, roleStart, roleEnd)) found = textStart < 0 || (b[textStart] === 0x22 && genuineTextAt(b, textStart, textEnd));
     return messageEnd;
   });
   return { activity: found ? "active" : "draft", end };

@@ -204,7 +204,9 @@ function readCreatedAt(text: string): bigint {
  *   subject contains NUL: the write is refused (INVALID_ARGUMENT), as the
  *   harness's own server refuses it.
  */
-export function projectSnapshot(sessionId: string, payload: Uint8Array, activityState: ActivityState): SessionProjection {
+export function projectSnapshot(sessionId: string, bytes: Uint8Array, activityState: ActivityState): SessionProjection {
+  // A Buffer view (no copy): its byte search is native memchr, a plain Uint8Array's is not.
+  const payload = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const opaque: SessionProjection = { metadata: undefined, activityState, estimatedBytes: payload.byteLength };
   const top: JsonMember[] = [];
   let derived: ActivityState = "draft";
