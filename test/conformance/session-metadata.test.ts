@@ -239,6 +239,16 @@ describe.each(allBackends())("session metadata on $name", (backend: TestBackend)
     for (const [id, , , want] of cases) expect(rows.get(id), id).toBe(want);
   });
 
+  test("activity never affects page order (6.3 paging invariant)", async () => {
+    const owner = { Issuer: "activity-order", Subject: "o" };
+    await save({ id: "old", owner, messages: [{ role: "user", text: "go" }] }, "active");
+    await save({ id: "new", owner }, "draft");
+    const p1 = await page(ownedBy(owner, { limit: 1 }));
+    expect([p1.sessions.map((s) => [s.sessionId, s.activityState]), p1.totalCount, p1.nextCursor !== undefined]).toEqual([[["new", "draft"]], 2, true]);
+    const p2 = await page(ownedBy(owner, { limit: 1, cursor: p1.nextCursor }));
+    expect([p2.sessions.map((s) => [s.sessionId, s.activityState]), p2.totalCount, p2.nextCursor]).toEqual([[["old", "active"]], 2, undefined]);
+  });
+
   test("enforced ownership without an owner matches nothing (3.3)", async () => {
     const p = await page({ limit: 10, ownershipEnforced: true });
     expect([p.sessions.length, p.totalCount, p.nextCursor]).toEqual([0, 0, undefined]);
