@@ -31,6 +31,7 @@ import { grpcClient } from "../test/helpers/clients.js";
 import { SqliteDatabase } from "../services/storage/sqlite-database.js";
 import { connectRedis } from "../services/storage/redis-connection.js";
 import { RedisKeys } from "../services/storage/redis-keys.js";
+import { DEFAULT_STORE_TIMEOUT_MS } from "../services/storage/backend.js";
 import { applyPragmas, migrate } from "../services/storage/sqlite-schema.js";
 import { sqliteMigrations } from "../services/storage/sqlite-registry.js";
 import { eventLogOps } from "../services/event-log/sqlite-ops.js";
@@ -42,7 +43,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { AppendRequestSchema } from "../gen/mecatl/driver/v1/event_log_pb.js";
 import { startTransportFloor } from "./lib/floor.js";
 import { measure, fmt, quantile, type RunResult } from "./lib/measure.js";
-import { mib, rssBytes, sampleRss } from "./lib/rss.js";
+import { mib, rssBytes, sampleRss } from "../test/helpers/rss.js";
 
 const seconds = Number(process.argv[2] ?? 3);
 const streamEvents = Number(process.argv[3] ?? 1_000_000);
@@ -70,7 +71,7 @@ async function inProcessStore(t: Target): Promise<{ store: EventLogStore; close(
     return { store: new SqliteEventLogStore(db), close: () => db.close() };
   }
   const redis = await connectRedis({ url: t.redis.url });
-  return { store: new RedisEventLogStore(redis, new RedisKeys("bench-in-process:")), close: async () => void (await redis.quit()) };
+  return { store: new RedisEventLogStore(redis, new RedisKeys("bench-in-process:"), DEFAULT_STORE_TIMEOUT_MS), close: async () => void (await redis.quit()) };
 }
 
 /** Rows of the transport floor, measured once and shown with each backend. */
@@ -214,7 +215,7 @@ async function rssBench(t: Target): Promise<void> {
         })()
       : await (async () => {
           const redis = await connectRedis({ url: t.redis.url });
-          return { store: new RedisEventLogStore(redis, new RedisKeys("mecatl-drivers:")) as EventLogStore, close: async () => void (await redis.quit()) };
+          return { store: new RedisEventLogStore(redis, new RedisKeys("mecatl-drivers:"), DEFAULT_STORE_TIMEOUT_MS) as EventLogStore, close: async () => void (await redis.quit()) };
         })();
   const started = Date.now();
   await populate(writer.store, "big-log", streamEvents);

@@ -23,6 +23,7 @@ import { SessionLeaseService } from "../gen/mecatl/driver/v1/session_lease_pb.js
 import { SqliteDatabase } from "../services/storage/sqlite-database.js";
 import { connectRedis } from "../services/storage/redis-connection.js";
 import { RedisKeys } from "../services/storage/redis-keys.js";
+import { DEFAULT_STORE_TIMEOUT_MS } from "../services/storage/backend.js";
 import { SqliteSessionLeaseStore } from "../services/session-lease/sqlite.js";
 import { RedisSessionLeaseStore } from "../services/session-lease/redis.js";
 import { ttlMicros, type SessionLeaseStore } from "../services/session-lease/store.js";
@@ -166,7 +167,7 @@ async function benchRedis(): Promise<Row[]> {
   const redis = await spawnRedis();
   const client = await connectRedis({ url: redis.url });
   try {
-    return await benchBackend("redis (appendfsync always)", redis.url, new RedisSessionLeaseStore(client, new RedisKeys("bench-raw:"), ttlMicros(TTL_MS)));
+    return await benchBackend("redis (appendfsync always)", redis.url, new RedisSessionLeaseStore(client, new RedisKeys("bench-raw:"), ttlMicros(TTL_MS), DEFAULT_STORE_TIMEOUT_MS));
   } finally {
     client.disconnect();
     await redis.stop();

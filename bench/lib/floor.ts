@@ -8,10 +8,12 @@ export interface TransportFloor {
   sink(bytes: Buffer): Promise<Buffer>;
   /** Asks for `size` bytes; the server answers with them. */
   source(size: number): Promise<Buffer>;
+  /** Process id of the floor server (for CPU metering). */
+  pid: number;
   stop(): void;
 }
 
-/** Spawns bench/li./floor-server.js and connects a grpc-js client to it. */
+/** Spawns bench/lib/floor-server.js and connects a grpc-js client to it. */
 export async function startTransportFloor(): Promise<TransportFloor> {
   const proc = spawn(process.execPath, [fileURLToPath(new URL("./floor-server.js", import.meta.url))], { stdio: ["ignore", "pipe", "inherit"] });
   const port = await new Promise<number>((resolve) => {
@@ -32,6 +34,7 @@ export async function startTransportFloor(): Promise<TransportFloor> {
       req.writeUInt32BE(size);
       return call("/bench.Floor/Source", req);
     },
+    pid: proc.pid!,
     stop() {
       client.close();
       proc.kill("SIGTERM");

@@ -71,11 +71,14 @@ export async function runSlice(
   if (cpu !== undefined) sample.cpuSeconds = (Number.isNaN(sample.cpuSeconds) ? 0 : sample.cpuSeconds) + cpu() - cpuBefore!;
 }
 
-/** A CpuMeter over this process and the processes with the given ids (read from /proc, Linux only). */
-export function processCpu(pids: readonly number[]): CpuMeter {
+/**
+ * A CpuMeter over the processes with the given ids (read from /proc, Linux
+ * only) and, unless `includeSelf` is false, this process.
+ */
+export function processCpu(pids: readonly number[], includeSelf = true): CpuMeter {
   return () => {
     const own = process.cpuUsage();
-    let total = (own.user + own.system) / 1e6;
+    let total = includeSelf ? (own.user + own.system) / 1e6 : 0;
     for (const pid of pids) {
       const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
       // utime and stime are fields 14 and 15 of the whole line, in clock ticks (100 per second on Linux).
@@ -89,7 +92,8 @@ export function processCpu(pids: readonly number[]): CpuMeter {
  * Runs `count` items through each of `ops` in alternating slices of `slice`
  * items (A then B, then B then A, ...), so that load from other processes on a
  * shared machine falls on every contender alike and their ratio stays fair.
- * `cpu`, when given, meters every slice. Returns one Sample per contender,
+ * `cpu`, when given, meters every slice: one meter for all contenders, or one
+ * per contender (in the order of `ops`). Returns one Sample per contender,
  * in the order of `ops`.
  */
 export async function interleaved(
@@ -97,12 +101,13 @@ export async function interleaved(
   workers: number,
   count: number,
   slice: number,
-  cpu?: CpuMeter,
+  cpu?: CpuMeter | readonly CpuMeter[],
 ): Promise<Sample[]> {
   const samples = ops.map(() => new Sample());
+  const meterOf = (k: number) => (typeof cpu === "function" || cpu === undefined ? cpu : cpu[k]);
   for (let from = 0, turn = 0; from < count; from += slice, turn++) {
     const order = turn % 2 === 0 ? ops.map((_, k) => k) : ops.map((_, k) => ops.length - 1 - k);
-    for (const k of order) await runSlice(samples[k]!, workers, from, Math.min(count, from + slice), ops[k]!, cpu);
+    for (const k of order) await runSlice(samples[k]!, workers, from, Math.min(count, from + slice), ops[k]!, meterOf(k));
   }
   return samples;
 }

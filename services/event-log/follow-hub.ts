@@ -9,10 +9,25 @@ export interface FollowLimits {
   followBuffer: number;
 }
 
-/** A gauge of open follow streams (the `mecatl_drivers_followers` metric). */
+/** A gauge the hub moves up and down (a prom-client Gauge fits). */
 export interface FollowerGauge {
   inc(): void;
   dec(): void;
+}
+
+/**
+ * What the hub reports: `open`, follow streams admitted (the
+ * `mecatl_drivers_followers` gauge); `parked`, those of them that have
+ * reached the tail of their log and wait for the next change
+ * (`mecatl_drivers_followers_parked`); and `parks`, how many times a follower
+ * parked (`mecatl_drivers_follower_parks_total`). Tests wait for `parks` to
+ * move instead of sleeping before they act on a parked follower (issue 15);
+ * being monotone, it is not confused by other streams ending meanwhile.
+ */
+export interface FollowerGauges {
+  open: FollowerGauge;
+  parked: FollowerGauge;
+  parks: { inc(): void };
 }
 
 /**
@@ -39,7 +54,7 @@ export class FollowHub {
   constructor(
     private readonly store: EventLogStore,
     private readonly limits: FollowLimits,
-    private readonly gauge?: FollowerGauge,
+    private readonly gauges?: FollowerGauges,
   ) {
     store.feed.listen(
       (sessionId, hint) => this.changed(sessionId, hint),
@@ -66,8 +81,8 @@ export class FollowHub {
       throw new LogError("follow_capacity", `this server already holds ${this.limits.maxFollowers} follow streams (--max-followers); retry later or on another instance`);
     }
     this.open++;
-    this.gauge?.inc();
-    const follower = new Follower(this, sessionId, this.limits.followBuffer);
+    this.gauges?.open.inc();
+    const follower = new Follower(this, sessionId, this.limits.followBuffer, this.gauges);
     let set = this.bySession.get(sessionId);
     if (set === undefined) this.bySession.set(sessionId, (set = new Set()));
     set.add(follower);
@@ -104,7 +119,7 @@ export class FollowHub {
     set?.delete(follower);
     if (set?.size === 0) this.bySession.delete(follower.sessionId);
     this.open--;
-    this.gauge?.dec();
+    this.gauges?.open.dec();
     if (watched) this.store.feed.unwatch(follower.sessionId);
   }
 
@@ -143,6 +158,7 @@ export class Follower {
     private readonly hub: FollowHub,
     readonly sessionId: string,
     private readonly followBuffer: number,
+    private readonly gauges?: FollowerGauges,
   ) {}
 
   /** Reads the page after `afterPosition` through the hub's shared reads. */
@@ -178,6 +194,7 @@ export class Follower {
 
   /**
    * Waits until something changed since the last wait, or `signal` aborts.
+   * While it waits the follower counts as parked (see {@link FollowerGauges}).
    *
    * @returns true to re-read the log, false when the stream should end (cancelled).
    * @throws LogError `follow_lagging` when the follower was cut off.
@@ -190,10 +207,13 @@ export class Follower {
         this.dirty = false;
         return true;
       }
+      this.gauges?.parked.inc();
+      this.gauges?.parks.inc();
       await new Promise<void>((resolve) => {
         const done = () => {
           signal.removeEventListener("abort", done);
           this.wake = undefined;
+          this.gauges?.parked.dec();
           resolve();
         };
         this.wake = done;

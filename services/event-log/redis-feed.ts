@@ -74,7 +74,9 @@ export class RedisChangeFeed implements ChangeFeed {
 
   private subscriber(): Redis {
     if (this.sub !== undefined) return this.sub;
-    const sub = this.redis.duplicate({ enableAutoPipelining: false });
+    // Unlike the command connection (storage/redis-connection.ts), the subscriber
+    // queues its SUBSCRIBEs until it is connected: they are idempotent.
+    const sub = this.redis.duplicate({ enableAutoPipelining: false, enableOfflineQueue: true, maxRetriesPerRequest: 1 });
     sub.on("error", () => undefined); // reconnects are handled below; health watches the main connection
     sub.on("message", (channel: string, message: string) => {
       const w = this.watches.get(channel);

@@ -1,7 +1,8 @@
 import type { Redis } from "ioredis";
 import { randomBytes } from "node:crypto";
 import type { RedisKeys } from "../storage/redis-keys.js";
-import { runScript, runScriptBuffer, redisScript } from "../storage/redis-script.js";
+import { RedisOperations } from "../storage/redis-operation.js";
+import { redisScript } from "../storage/redis-script.js";
 import { RedisChangeFeed } from "./redis-feed.js";
 import { PAGE_BYTES, type Appended, type EventLogStore, type LogPage, type NewRecord, type StoredRecord } from "./store.js";
 
@@ -13,7 +14,9 @@ import { PAGE_BYTES, type Appended, type EventLogStore, type LogPage, type NewRe
  * ARGV[1] generation to mint when the header has none, ARGV[2] change channel,
  * ARGV[3] kind (`e` event, `g` gap), ARGV[4] format (event) or reason (gap),
  * ARGV[5] payload (event only).
- * Returns {generation, position}.
+ * A write script: also takes the operation record (redis-script.ts
+ * `OP_RECORD_LUA`), so a retried append returns the first one's answer.
+ * Returns {generation, position} (recorded).
  */
 const APPEND = redisScript({
   name: "mecatlEventsAppend",
@@ -31,7 +34,7 @@ else
   redis.call('XADD', KEYS[2], id, 'k', 'g', 'r', ARGV[4])
 end
 redis.call('PUBLISH', ARGV[2], gen .. ':' .. string.format('%d', n))
-return {gen, n}
+return op_done({gen, n})
 `,
 });
 
@@ -86,35 +89,39 @@ function toBuffer(bytes: Uint8Array): Buffer {
  * Deleting the session through the session store deletes both keys (they are
  * in `RedisKeys.sessionData`) and publishes on the change channel, so the next
  * append starts a new generation and followers anywhere wake and expire.
+ *
+ * Every call is a bounded {@link RedisOperations} operation: an append
+ * carries an operation record (a retried append is stored once and answers
+ * the first position) and every call fails with a StoreFailure
+ * (UNAVAILABLE) after `--store-timeout`.
  */
 export class RedisEventLogStore implements EventLogStore {
   readonly feed: RedisChangeFeed;
+  private readonly ops: RedisOperations;
 
+  /** @param storeTimeoutMs `--store-timeout` in milliseconds. */
   constructor(
-    private readonly redis: Redis,
+    redis: Redis,
     private readonly keys: RedisKeys,
+    storeTimeoutMs: number,
   ) {
     this.feed = new RedisChangeFeed(redis, keys);
+    this.ops = new RedisOperations(redis, storeTimeoutMs);
   }
 
   async append(sessionId: string, record: NewRecord): Promise<Appended> {
+    const op = this.ops.begin();
     const fresh = randomBytes(8).toString("hex");
     const args: Array<string | Buffer> =
       record.kind === "event" ? ["e", record.format, toBuffer(record.payload)] : ["g", record.reason];
-    const [generation, position] = (await runScript(this.redis, APPEND, [this.keys.eventLogMeta(sessionId), this.keys.eventLog(sessionId)], [
-      fresh,
-      this.keys.eventLogChannel(sessionId),
-      ...args,
-    ])) as [string, number];
+    const keys = [this.keys.eventLogMeta(sessionId), this.keys.eventLog(sessionId)];
+    const [generation, position] = (await op.script(APPEND, keys, [fresh, this.keys.eventLogChannel(sessionId), ...args], op.record(this.keys.sessionOp(sessionId, op.id)))) as [string, number];
     return { generation, position };
   }
 
   async readPage(sessionId: string, afterPosition: number, maxRecords: number): Promise<LogPage | undefined> {
-    const reply = (await runScriptBuffer(this.redis, READ, [this.keys.eventLogMeta(sessionId), this.keys.eventLog(sessionId)], [
-      String(afterPosition),
-      String(maxRecords),
-      String(PAGE_BYTES),
-    ])) as Buffer[];
+    const keys = [this.keys.eventLogMeta(sessionId), this.keys.eventLog(sessionId)];
+    const reply = (await this.ops.readScript(READ, keys, [String(afterPosition), String(maxRecords), String(PAGE_BYTES)], true)) as Buffer[];
     if (reply.length === 0) return undefined;
     const records: StoredRecord[] = [];
     for (let i = 2; i + 3 < reply.length; i += 4) {

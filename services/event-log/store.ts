@@ -72,7 +72,9 @@ export interface ChangeFeed {
 /**
  * The backend-neutral event log behind EventLogService (wire-contract.md
  * section 3). Implementations only store; validation, cursors and status
- * mapping live above. Any rejection is an infrastructure failure (INTERNAL).
+ * mapping live above. A rejection is an infrastructure failure, normally
+ * a StoreFailure (storage/store-failure.ts: UNAVAILABLE or RESOURCE_EXHAUSTED;
+ * it says when a write may have been applied), anything else INTERNAL.
  */
 export interface EventLogStore {
   /**

@@ -5,5 +5,5 @@ import type { ScheduleStore } from "./store.js";
 
 /** Picks the ScheduleStore implementation for the process's backend. */
 export function openScheduleStore(backend: Backend): ScheduleStore {
-  return backend.kind === "sqlite" ? new SqliteScheduleStore(backend.db) : new RedisScheduleStore(backend.redis, backend.keys);
+  return backend.kind === "sqlite" ? new SqliteScheduleStore(backend.db) : new RedisScheduleStore(backend.redis, backend.keys, backend.storeTimeoutMs);
 }

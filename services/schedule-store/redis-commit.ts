@@ -1,5 +1,5 @@
-import type { Redis } from "ioredis";
-import { runScript, redisScript } from "../storage/redis-script.js";
+import type { RedisOperation } from "../storage/redis-operation.js";
+import { redisScript, type OpRecord } from "../storage/redis-script.js";
 
 /** Arguments each write op takes after its key, by op name. */
 const OP_ARITY = { HSET: 2, HDEL: 1, HINCRBY: 2, ZADD: 2, ZREM: 1, SADD: 1, SREM: 1 } as const;
@@ -10,28 +10,34 @@ export type CommitOp = keyof typeof OP_ARITY;
 /**
  * Compare-and-set commit for schedule records: applies a list of writes only
  * if every guarded hash still has the version the caller read, so a rule
- * computed in TypeScript from that read lands atomically or not at all.
+ * computed in TypeScript from that read lands atomically or not at all. A
+ * write script: also takes the operation record (redis-script.ts
+ * `OP_RECORD_LUA`), which makes a retried commit of the same operation
+ * return the reply recorded by the attempt that committed.
  *
  * KEYS[1..n]   the guarded hashes (schedule and fire records); each has a
  *              `ver` field, absent meaning "0".
  * KEYS[n+1..]  every other key the writes touch (indexes).
  * ARGV[1]      n, the number of guarded hashes.
  * ARGV[2..n+1] the `ver` each guarded hash must still have.
- * ARGV[n+2..]  the writes, each `op, keyIndex, args...` where op is one of
+ * ARGV[n+2]    the rule's reply to record when the writes are applied.
+ * ARGV[n+3..]  the writes, each `op, keyIndex, args...` where op is one of
  *              HSET (field, value), HDEL (field), HINCRBY (field, by),
  *              ZADD (score, member), ZREM (member), SADD (member), SREM (member)
  *              and keyIndex points into KEYS.
  *
- * Returns 1 when the writes were applied, 0 when a version differed (nothing
- * written; the caller re-reads and retries). The op list is checked whole
- * before anything is written, so a malformed list fails without effect.
+ * Returns ARGV[n+2] when the writes were applied (recorded), 0 when a
+ * version differed (nothing written, not recorded; the caller re-reads and
+ * retries). The op list is checked whole before anything is written, so a
+ * malformed list fails without effect.
  */
 const COMMIT = redisScript({
   name: "mecatlScheduleCommit",
   lua: `
 local arity = { HSET = 2, HDEL = 1, HINCRBY = 2, ZADD = 2, ZREM = 1, SADD = 1, SREM = 1 }
 local n = tonumber(ARGV[1])
-local a = n + 2
+local first = n + 3
+local a = first
 while a <= #ARGV do
   local k = arity[ARGV[a]]
   if k == nil or KEYS[tonumber(ARGV[a + 1])] == nil or a + 1 + k > #ARGV then
@@ -42,14 +48,14 @@ end
 for i = 1, n do
   if (redis.call('HGET', KEYS[i], 'ver') or '0') ~= ARGV[1 + i] then return 0 end
 end
-a = n + 2
+a = first
 while a <= #ARGV do
   local op = ARGV[a]
   local k = arity[op]
   redis.call(op, KEYS[tonumber(ARGV[a + 1])], unpack(ARGV, a + 2, a + 1 + k))
   a = a + 2 + k
 end
-return 1
+return op_done(ARGV[n + 2])
 `,
 });
 
@@ -90,14 +96,20 @@ export class CommitPlan {
   }
 
   /**
-   * Runs the script.
+   * Runs the script as one request of `op`, with `record` as its operation
+   * record.
    *
-   * @returns true when committed, false when a guarded version had changed.
-   * @throws the Redis error (connection lost, script error) for INTERNAL.
+   * @param reply the rule's reply, encoded, to record with the writes.
+   * @returns the recorded reply when committed (by this attempt or, for a
+   *   retried operation, by an earlier one whose answer was lost), undefined
+   *   when a guarded version had changed.
+   * @throws StoreFailure when Redis failed past `--store-timeout` (see
+   *   storage/redis-operation.ts), or the Redis error of a malformed plan.
    */
-  async commit(redis: Redis): Promise<boolean> {
+  async commit(op: RedisOperation, record: OpRecord, reply: string): Promise<string | undefined> {
     const keys = [...this.guards.map((g) => g.key), ...this.others];
-    const argv = [String(this.guards.length), ...this.guards.map((g) => g.ver), ...this.ops];
-    return (await runScript(redis, COMMIT, keys, argv)) === 1;
+    const argv = [String(this.guards.length), ...this.guards.map((g) => g.ver), reply, ...this.ops];
+    const r = await op.script(COMMIT, keys, argv, record);
+    return typeof r === "string" ? r : undefined;
   }
 }

@@ -1,7 +1,9 @@
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "../storage/redis-keys.js";
+import { RedisOperations, type RedisOperation } from "../storage/redis-operation.js";
+import { redisScript } from "../storage/redis-script.js";
 import { CommitPlan } from "./redis-commit.js";
-import { applyMutation, dueIndexKey, dueIndexKeyAt, isDue, mutationTargets, type ScheduleMutation } from "./rules.js";
+import { applyMutation, dueIndexKey, dueIndexKeyAt, isDue, mutationTargets, type MutationReply, type RuleError, type ScheduleMutation } from "./rules.js";
 import { decodeState, encodeState, parseFire, type FireDocument, type ScheduleDocument } from "./schedule.js";
 import type { ScheduleStore, StoreReply } from "./store.js";
 
@@ -17,6 +19,46 @@ function toDocument(name: string, f: ScheduleFields): ScheduleDocument | undefin
   if (spec == null || state == null) return undefined;
   return { name, specText: spec, placementOwned: owned === "1", maxFires: BigInt(maxFires ?? "0"), state: decodeState(state) };
 }
+
+/**
+ * A rule's reply as recorded with the commit that applied it: JSON
+ * `{"e": error}` for a refusal, `{"s": [spec, owned, max_fires, state]}`
+ * when it carries the schedule (fields as in the schedule hash), `{}` for a
+ * bare OK.
+ */
+function encodeReply(reply: MutationReply): string {
+  if (!reply.ok) return JSON.stringify({ e: reply.error });
+  const s = reply.schedule;
+  if (s === undefined) return "{}";
+  return JSON.stringify({ s: [s.specText, s.placementOwned ? "1" : "0", s.maxFires.toString(), encodeState(s.state)] });
+}
+
+/** Inverse of {@link encodeReply}; `name` is the schedule the mutation targeted. */
+function decodeReply(name: string, text: string): MutationReply {
+  const r = JSON.parse(text) as { e?: RuleError; s?: string[] };
+  if (r.e !== undefined) return { ok: false, error: r.e };
+  return r.s === undefined ? { ok: true } : { ok: true, schedule: toDocument(name, [null, ...r.s])! };
+}
+
+/**
+ * Reads what a mutation needs, atomically: the operation's record and, if
+ * there is none, the schedule's fields and the fire record's.
+ * KEYS[1] schedule hash, KEYS[2] the operation record, KEYS[3] fire record
+ * hash (optional).
+ * Returns {1, recorded reply} when the operation was already applied, else
+ * {0, {ver, spec, owned, max_fires, state}, {ver, payload} (with KEYS[3])}.
+ */
+const SNAPSHOT = redisScript({
+  name: "mecatlScheduleSnapshot",
+  readOnly: true,
+  lua: `
+local recorded = redis.call('GET', KEYS[2])
+if recorded then return {1, cmsgpack.unpack(recorded)} end
+local out = {0, redis.call('HMGET', KEYS[1], 'ver', 'spec', 'owned', 'max_fires', 'state')}
+if KEYS[3] then out[3] = redis.call('HMGET', KEYS[3], 'ver', 'payload') end
+return out
+`,
+});
 
 /** One consistent read of the records a mutation targets, with their commit versions. */
 interface Snapshot {
@@ -40,11 +82,20 @@ function sleep(ms: number): Promise<void> {
  *
  * Atomicity is optimistic compare-and-set, because the rules are TypeScript
  * and cannot run inside Redis: read the schedule and fire hashes with their
- * `ver` in one MULTI, apply the rule, then run the commit script
+ * `ver` in one script, apply the rule, then run the commit script
  * (redis-commit.ts), which writes only if both versions are unchanged and
  * bumps the version of each record it writes. A lost race re-reads and
  * re-applies; after {@link MAX_COMMIT_ATTEMPTS} the reply is `contended`.
  * This needs no connection beyond the shared client (no WATCH).
+ *
+ * Exactly once (issue 9): one mutation is one {@link RedisOperation}. Every
+ * commit attempt carries its operation record and records the reply of the
+ * rule as applied by that attempt; every read of the loop reads the record
+ * first. So when a commit's reply is lost, the retry (read again, or commit
+ * again) returns what that commit decided, instead of judging the mutation
+ * again against its own result (a claim that finds its own claim, a re-arm
+ * counted twice). Past `--store-timeout` the mutation fails with a
+ * StoreFailure (UNAVAILABLE).
  *
  * A fire record is keyed by its own id (LoadFire needs only the id) and is
  * guarded by its own version, so RecordFire, which finds its schedule through
@@ -55,23 +106,27 @@ function sleep(ms: number): Promise<void> {
  * cluster layout would need per-slot indexes).
  */
 export class RedisScheduleStore implements ScheduleStore {
-  constructor(
-    private readonly redis: Redis,
-    private readonly keys: RedisKeys,
-  ) {}
+  private readonly ops: RedisOperations;
 
-  private async snapshot(scheduleName: string, fireId: string | undefined): Promise<Snapshot> {
-    const tx = this.redis.multi().hmget(this.keys.schedule(scheduleName), ...SCHEDULE_FIELDS);
-    if (fireId !== undefined) tx.hmget(this.keys.scheduleFire(fireId), "ver", "payload");
-    const results = (await tx.exec()) ?? [];
-    const values = results.map(([err, value]) => {
-      if (err) throw err;
-      return value as Array<string | null>;
-    });
-    const [sched, fire] = values as [ScheduleFields, Array<string | null> | undefined];
+  /** @param storeTimeoutMs `--store-timeout` in milliseconds. */
+  constructor(
+    redis: Redis,
+    private readonly keys: RedisKeys,
+    storeTimeoutMs: number,
+  ) {
+    this.ops = new RedisOperations(redis, storeTimeoutMs);
+  }
+
+  /** The recorded reply of `op` if it was applied already, else a snapshot of its targets. */
+  private async snapshot(op: RedisOperation, recordKey: string, scheduleName: string, fireId: string | undefined): Promise<{ recorded: string } | Snapshot> {
+    const keys = [this.keys.schedule(scheduleName), recordKey];
+    if (fireId !== undefined) keys.push(this.keys.scheduleFire(fireId));
+    const [recorded, sched, fire] = (await op.script(SNAPSHOT, keys, [])) as [number, ScheduleFields | string, Array<string | null> | undefined];
+    if (recorded === 1) return { recorded: sched as string };
+    const f = sched as ScheduleFields;
     return {
-      schedule: toDocument(scheduleName, sched),
-      scheduleVer: sched[0] ?? "0",
+      schedule: toDocument(scheduleName, f),
+      scheduleVer: f[0] ?? "0",
       fire: fire?.[1] == null ? undefined : parseFire(fire[1]),
       fireVer: fire?.[0] ?? "0",
     };
@@ -105,14 +160,19 @@ export class RedisScheduleStore implements ScheduleStore {
 
   async mutate(m: ScheduleMutation): Promise<StoreReply> {
     const { scheduleName, fireId } = mutationTargets(m);
+    const op = this.ops.begin();
+    const record = op.record(this.keys.scheduleOp(scheduleName, op.id));
     for (let attempt = 1; attempt <= MAX_COMMIT_ATTEMPTS; attempt++) {
-      const snap = await this.snapshot(scheduleName, fireId);
+      const snap = await this.snapshot(op, record.key, scheduleName, fireId);
+      if ("recorded" in snap) return decodeReply(scheduleName, snap.recorded);
       const t = applyMutation(m, snap.schedule, snap.fire);
       const plan = new CommitPlan().guard(this.keys.schedule(scheduleName), snap.scheduleVer);
       if (fireId !== undefined) plan.guard(this.keys.scheduleFire(fireId), snap.fireVer);
       if (t.schedule !== undefined) this.planSchedule(plan, scheduleName, t.schedule);
       if (t.fire !== undefined) this.planFire(plan, t.fire, snap.fire);
-      if (plan.empty || (await plan.commit(this.redis))) return t.reply;
+      if (plan.empty) return t.reply;
+      const committed = await plan.commit(op, record, encodeReply(t.reply));
+      if (committed !== undefined) return decodeReply(scheduleName, committed);
       // Lost a race: back off a little once it keeps happening, then re-read.
       if (attempt > 2) await sleep(Math.random() * Math.min(2 ** attempt, 20));
     }
@@ -120,7 +180,7 @@ export class RedisScheduleStore implements ScheduleStore {
   }
 
   async load(name: string): Promise<ScheduleDocument | undefined> {
-    return toDocument(name, await this.redis.hmget(this.keys.schedule(name), ...SCHEDULE_FIELDS));
+    return toDocument(name, await this.ops.read((r) => r.hmget(this.keys.schedule(name), ...SCHEDULE_FIELDS)));
   }
 
   private async loadMany(names: string[]): Promise<ScheduleDocument[]> {
@@ -129,20 +189,20 @@ export class RedisScheduleStore implements ScheduleStore {
   }
 
   async list(): Promise<ScheduleDocument[]> {
-    return this.loadMany(await this.redis.smembers(this.keys.scheduleIndex()));
+    return this.loadMany(await this.ops.read((r) => r.smembers(this.keys.scheduleIndex())));
   }
 
   async due(now: bigint): Promise<ScheduleDocument[]> {
-    const names = await this.redis.zrangebyscore(this.keys.scheduleDueIndex(), "-inf", dueIndexKeyAt(now).toString());
+    const names = await this.ops.read((r) => r.zrangebyscore(this.keys.scheduleDueIndex(), "-inf", dueIndexKeyAt(now).toString()));
     return (await this.loadMany(names)).filter((s) => isDue(s, now));
   }
 
   async loadFire(fireId: string): Promise<string | undefined> {
-    return (await this.redis.hget(this.keys.scheduleFire(fireId), "payload")) ?? undefined;
+    return (await this.ops.read((r) => r.hget(this.keys.scheduleFire(fireId), "payload"))) ?? undefined;
   }
 
   async listFires(scheduleName: string): Promise<string[] | undefined> {
-    const results = (await this.redis.multi().hexists(this.keys.schedule(scheduleName), "spec").smembers(this.keys.scheduleFires(scheduleName)).exec()) ?? [];
+    const results = (await this.ops.read((r) => r.multi().hexists(this.keys.schedule(scheduleName), "spec").smembers(this.keys.scheduleFires(scheduleName)).exec())) ?? [];
     for (const [err] of results) if (err) throw err;
     if (results[0]?.[1] !== 1) return undefined;
     // A record can move to another schedule between the two reads; keep only this schedule's.

@@ -7,13 +7,15 @@
  * I/O, and every value is structured-clone friendly.
  */
 import { floorDiv, ZERO_TIME_NANOS } from "../json/rfc3339.js";
-import { PENDING_FIRE_SESSION_ID, withFireProgress, type FireDocument, type ScheduleDocument, type ScheduleState } from "./schedule.js";
+import { INT64_MAX, PENDING_FIRE_SESSION_ID, withFireProgress, type FireDocument, type ScheduleDocument, type ScheduleState } from "./schedule.js";
 
 /**
  * Why a rule refused (section 5.6 maps them): `not_found` -> NOT_FOUND,
- * `deletion_pending` -> ABORTED, `active_fire` -> FAILED_PRECONDITION.
+ * `deletion_pending` -> ABORTED, `active_fire` -> FAILED_PRECONDITION,
+ * `retries_exhausted` -> RESOURCE_EXHAUSTED (OneShotRetryCount cannot grow
+ * past a Go int; issue 10).
  */
-export type RuleError = "not_found" | "deletion_pending" | "active_fire";
+export type RuleError = "not_found" | "deletion_pending" | "active_fire" | "retries_exhausted";
 
 /** A rule's answer to the caller: OK (with the schedule for claim and begin-delete) or a refusal. */
 export type MutationReply = { ok: true; schedule?: ScheduleDocument } | { ok: false; error: RuleError };
@@ -63,9 +65,14 @@ export function mutationTargets(m: ScheduleMutation): { scheduleName: string; fi
   }
 }
 
-/** True when FireCount has reached a positive MaxFires. */
+/**
+ * True when the schedule can fire no more: FireCount has reached a positive
+ * MaxFires, or the largest Go int, past which a claim could not count the
+ * fire (the harness decodes FireCount as a Go int; issue 10, found by the
+ * fuzzer).
+ */
 function exhausted(s: ScheduleDocument): boolean {
-  return s.maxFires > 0n && s.state.fireCount >= s.maxFires;
+  return (s.maxFires > 0n && s.state.fireCount >= s.maxFires) || s.state.fireCount >= INT64_MAX;
 }
 
 /**
@@ -232,14 +239,16 @@ export function recordFireProgressRule(schedule: ScheduleDocument | undefined, e
 }
 
 /**
- * ReArmOneShot: NOT_FOUND when unknown, ABORTED while deleting; otherwise
- * enabled with NextFireAt = nextFire and OneShotRetryCount + 1 (the retry
- * budget is the caller's business).
+ * ReArmOneShot: NOT_FOUND when unknown, ABORTED while deleting,
+ * RESOURCE_EXHAUSTED when OneShotRetryCount is already the largest Go int;
+ * otherwise enabled with NextFireAt = nextFire and OneShotRetryCount + 1 (the
+ * retry budget is the caller's business).
  */
 export function reArmRule(existing: ScheduleDocument | undefined, nextFire: bigint): Transition {
   if (existing === undefined) return refuse("not_found");
   if (existing.state.deletionId !== "") return refuse("deletion_pending");
   const st = existing.state;
+  if (st.oneShotRetryCount >= INT64_MAX) return refuse("retries_exhausted");
   return { reply: { ok: true }, schedule: { ...existing, state: { ...st, enabled: true, nextFireAt: nextFire, oneShotRetryCount: st.oneShotRetryCount + 1n } } };
 }
 

@@ -129,7 +129,9 @@ export function payloadText(payload: Uint8Array): string {
 }
 
 const INT64_MIN = -(2n ** 63n);
-const INT64_MAX = 2n ** 63n - 1n;
+
+/** The largest Go `int` (int64), and so the largest FireCount and OneShotRetryCount a schedule can hold. */
+export const INT64_MAX = 2n ** 63n - 1n;
 
 /** Field decoders: each takes the raw JSON value text (never `null`) and its path. */
 const decodeTime = (raw: string, path: string): bigint => {

@@ -36,6 +36,8 @@ function refusal(error: RuleError | "contended", name: string): ConnectError {
       return new ConnectError(`schedule ${q(name)} has a deletion pending`, Code.Aborted);
     case "active_fire":
       return new ConnectError(`schedule ${q(name)} has a claimed or running fire`, Code.FailedPrecondition);
+    case "retries_exhausted":
+      return new ConnectError(`schedule ${q(name)} cannot be re-armed: OneShotRetryCount is already 2^63 - 1`, Code.ResourceExhausted);
     case "contended":
       return new ConnectError(`schedule ${q(name)} is being changed by too many writers at once; retry`, Code.Unavailable);
   }
@@ -44,7 +46,8 @@ function refusal(error: RuleError | "contended", name: string): ConnectError {
 /**
  * Runs one mutation and maps a refusal to its status (section 5.6):
  * NOT_FOUND, ABORTED (deletion pending), FAILED_PRECONDITION (active fire),
- * UNAVAILABLE (Redis commit contention). `override` replaces the default
+ * RESOURCE_EXHAUSTED (retry count at its limit), UNAVAILABLE (Redis commit
+ * contention). `override` replaces the default
  * error for one refusal kind.
  *
  * @returns the schedule the rule returned, if any.
@@ -83,6 +86,8 @@ function claim(store: ScheduleStore, req: ClaimScheduleRequest | ClaimScheduleNo
  * - ABORTED: deletion pending (Save, Delete, SetEnabled, CompleteDelete with
  *   another id).
  * - FAILED_PRECONDITION: BeginScheduleDelete with a claimed or running fire.
+ * - RESOURCE_EXHAUSTED: ReArmOneShot when OneShotRetryCount is 2^63 - 1
+ *   (a claim when FireCount is 2^63 - 1 is NOT_FOUND: out of fires).
  * - UNAVAILABLE: Redis commit contention persisted (nothing written).
  */
 export function scheduleStoreService(store: ScheduleStore): ServiceImpl<typeof ScheduleStoreService> {
@@ -165,7 +170,8 @@ export function scheduleStoreService(store: ScheduleStore): ServiceImpl<typeof S
 /**
  * ScheduleOneShotReArmerService (section 5.5 ReArmOneShot): INVALID_ARGUMENT
  * for a blank name or missing next_fire, NOT_FOUND for an unknown schedule,
- * ABORTED while a deletion is pending; otherwise enabled, NextFireAt set and
+ * ABORTED while a deletion is pending, RESOURCE_EXHAUSTED when
+ * OneShotRetryCount is already 2^63 - 1; otherwise enabled, NextFireAt set and
  * OneShotRetryCount + 1, atomically.
  */
 export function scheduleReArmerService(store: ScheduleStore): ServiceImpl<typeof ScheduleOneShotReArmerService> {

@@ -13,8 +13,10 @@ export type StoreReply = MutationReply | { ok: false; error: "contended" };
  * ScheduleOneShotReArmerService (wire-contract.md section 5). Implementations
  * store and index; the transition rules are rules.ts's, applied atomically
  * per schedule; validation and status mapping live in service.ts. Every
- * mutation resolves only once durable. Any rejection is an infrastructure
- * failure (INTERNAL).
+ * mutation resolves only once durable. A rejection is an infrastructure
+ * failure, normally
+ * a StoreFailure (storage/store-failure.ts: UNAVAILABLE or RESOURCE_EXHAUSTED;
+ * it says when a write may have been applied), anything else INTERNAL.
  *
  * Schedules are {@link ScheduleDocument}s: the verbatim Spec text plus the
  * decoded State. Fire records are JSON texts, returned exactly as stored.

@@ -1,6 +1,5 @@
 import { readFileSync, watchFile, unwatchFile } from "node:fs";
 import { timingSafeEqual, createHash } from "node:crypto";
-import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "./logger.js";
 
 /**
@@ -46,18 +45,19 @@ export class TokenFile {
   }
 
   /**
-   * Checks the `authorization: Bearer <token>` request header (wire-contract.md
-   * section 6), comparing digests in constant time.
+   * Checks the value of an `authorization: Bearer <token>` request header
+   * (wire-contract.md section 6), comparing digests in constant time. Only
+   * the header is needed: callers decide before reading the request body
+   * (issue 10).
    *
-   * @throws ConnectError UNAUTHENTICATED when the header is missing, malformed
-   *   or carries an unknown token.
+   * @returns undefined when the token is known, otherwise the reason for
+   *   UNAUTHENTICATED (missing or malformed header, unknown token).
    */
-  check(headers: Headers): void {
-    const value = headers.get("authorization");
-    const m = value === null ? null : /^Bearer\s+(\S+)\s*$/i.exec(value);
-    if (m === null) throw new ConnectError("missing authorization: Bearer <token> metadata", Code.Unauthenticated);
+  problem(authorization: string | undefined): string | undefined {
+    const m = authorization === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (m === null) return "missing authorization: Bearer <token> metadata";
     const presented = digest(m[1]!);
-    if (!this.digests.some((d) => timingSafeEqual(d, presented))) throw new ConnectError("unknown bearer token", Code.Unauthenticated);
+    return this.digests.some((d) => timingSafeEqual(d, presented)) ? undefined : "unknown bearer token";
   }
 
   /** Stops watching the file. */

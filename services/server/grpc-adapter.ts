@@ -1,8 +1,10 @@
 import * as grpc from "@grpc/grpc-js";
-import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, createHandlerContext, type HandlerContext } from "@connectrpc/connect";
+import { create, isMessage, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { Code, ConnectError, createContextValues, type ContextValues, type HandlerContext } from "@connectrpc/connect";
 import { encodeStatusDetails } from "./status-details.js";
 import { toConnectError } from "../rpc/errors.js";
+import { decodeRequest } from "../rpc/decode-request.js";
+import type { InflightBudget } from "./inflight-budget.js";
 
 /**
  * A service implementation with loose method types, as the adapter sees it:
@@ -11,6 +13,8 @@ import { toConnectError } from "../rpc/errors.js";
  */
 export type AnyServiceImpl = Record<string, (request: any, context: HandlerContext) => any>;
 
+type GrpcCall = grpc.ServerUnaryCall<Buffer, Buffer> | grpc.ServerWritableStream<Buffer, Buffer>;
+
 /**
  * Mounts a Connect-style service implementation on a grpc-js server
  * (DESIGN.md "Transport": service code is written once as Connect
@@ -18,17 +22,22 @@ export type AnyServiceImpl = Record<string, (request: any, context: HandlerConte
  *
  * Requests are decoded with protobuf-es inside the handler so that a request
  * that is not valid protobuf (for example a `string` field holding invalid
- * UTF-8, wire-contract.md section 1) is answered INVALID_ARGUMENT rather than
- * INTERNAL. Errors become a gRPC status whose trailer carries
- * `grpc-status-details-bin` when the error has details. Only unary and
+ * UTF-8, wire-contract.md section 1) is answered INVALID_ARGUMENT naming the
+ * field (decode-request.ts) rather than INTERNAL. Errors become a gRPC
+ * status whose trailer carries `grpc-status-details-bin` when the error has
+ * details. Only unary and
  * server-streaming methods exist in `mecatl.driver.v1`; other kinds answer
- * UNIMPLEMENTED.
+ * UNIMPLEMENTED. Authentication and the request's share of the in-flight
+ * budget are settled before the handler runs (admission.ts).
  *
- * @param shutdownSignal when aborted (server shutting down), every open
- *   server stream's `context.signal` aborts and the stream ends with
- *   UNAVAILABLE so the client resumes elsewhere; unary calls are left to finish.
+ * The unary path allocates nothing a handler does not ask for (issue 11): the
+ * handler context builds its abort signal and header copies on first use.
+ *
+ * @param streams open server streams, ended together at shutdown.
+ * @param budget answers take their encoded bytes from it until the call ends;
+ *   an answer that finds no room fails with RESOURCE_EXHAUSTED.
  */
-export function mountOnGrpc(server: grpc.Server, service: DescService, impl: AnyServiceImpl, shutdownSignal: AbortSignal): void {
+export function mountOnGrpc(server: grpc.Server, service: DescService, impl: AnyServiceImpl, streams: OpenStreams, budget: InflightBudget): void {
   const definition: Record<string, grpc.MethodDefinition<Buffer, Buffer>> = {};
   const handlers: grpc.UntypedServiceImplementation = {};
   for (const method of service.methods) {
@@ -46,54 +55,155 @@ export function mountOnGrpc(server: grpc.Server, service: DescService, impl: Any
     const fn = impl[method.localName];
     if (method.methodKind === "unary") {
       handlers[method.localName] = (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
-        void runUnary(service, method, fn, call).then(
+        void runUnary(service, method, fn, call, budget).then(
           (response) => callback(null, response),
           (err: unknown) => callback(toServiceError(err)),
         );
       };
     } else if (serverStreaming) {
       handlers[method.localName] = (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
-        void runServerStream(service, method, fn, call, shutdownSignal);
+        void runServerStream(service, method, fn, call, streams, budget);
       };
     }
   }
   server.addService(definition, handlers);
 }
 
-function handlerContext(service: DescService, method: DescMethod, call: grpc.ServerUnaryCall<Buffer, Buffer> | grpc.ServerWritableStream<Buffer, Buffer>, shutdownSignal: AbortSignal | undefined) {
-  const requestAbort = new AbortController();
-  call.on("cancelled", () => requestAbort.abort(new ConnectError("the client cancelled the call", Code.Canceled)));
-  const deadline = call.getDeadline();
-  const deadlineMs = deadline instanceof Date ? deadline.getTime() : Number(deadline);
+/**
+ * The server streams open on the gRPC listener. At shutdown
+ * ({@link OpenStreams.shutdown}) each one's signal aborts and the stream ends
+ * with UNAVAILABLE so the client resumes elsewhere; unary calls are left to
+ * finish. One set rather than one shared AbortSignal, so that thousands of
+ * followers add no listeners to one emitter (issue 11).
+ */
+export class OpenStreams {
+  private readonly open = new Set<GrpcHandlerContext>();
+  private closing = false;
+
+  /** True once {@link shutdown} was called. */
+  get shuttingDown(): boolean {
+    return this.closing;
+  }
+
+  /** Tracks a stream's context until {@link remove}; aborts it at once when shutting down. */
+  add(context: GrpcHandlerContext): void {
+    if (this.closing) context.abort(shuttingDown());
+    else this.open.add(context);
+  }
+
+  remove(context: GrpcHandlerContext): void {
+    this.open.delete(context);
+  }
+
+  /** Aborts every open stream's signal with UNAVAILABLE. */
+  shutdown(): void {
+    this.closing = true;
+    for (const context of this.open) context.abort(shuttingDown());
+    this.open.clear();
+  }
+}
+
+/**
+ * The Connect {@link HandlerContext} of one grpc-js call. Cheap to make:
+ * the abort signal (aborted when the client cancels, the deadline passes, or
+ * {@link OpenStreams} shuts down), the request header copy, the response
+ * headers and the context values are built on first use. grpc-js 1.14 emits
+ * `cancelled` after every completed call too; that event is ignored once the
+ * handler has finished.
+ */
+class GrpcHandlerContext implements HandlerContext {
+  readonly protocolName = "grpc";
+  readonly requestMethod = "POST";
+  private controller: AbortController | undefined;
+  private finished = false;
+  private lazy: { requestHeader?: Headers; responseHeader?: Headers; responseTrailer?: Headers; values?: ContextValues } = {};
+
+  constructor(
+    readonly service: DescService,
+    readonly method: DescMethod,
+    private readonly call: GrpcCall,
+  ) {}
+
+  get url(): string {
+    return `/${this.service.typeName}/${this.method.name}`;
+  }
+
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.call.cancelled) this.abort(cancelledByClient());
+      else this.call.once("cancelled", () => this.abort(cancelledByClient()));
+    }
+    return this.controller.signal;
+  }
+
+  readonly timeoutMs = (): number | undefined => {
+    const deadline = this.call.getDeadline();
+    const ms = deadline instanceof Date ? deadline.getTime() : Number(deadline);
+    return Number.isFinite(ms) ? Math.max(0, ms - Date.now()) : undefined;
+  };
+
+  get requestHeader(): Headers {
+    return (this.lazy.requestHeader ??= headersOf(this.call.metadata));
+  }
+
+  get responseHeader(): Headers {
+    return (this.lazy.responseHeader ??= new Headers());
+  }
+
+  get responseTrailer(): Headers {
+    return (this.lazy.responseTrailer ??= new Headers());
+  }
+
+  get values(): ContextValues {
+    return (this.lazy.values ??= createContextValues());
+  }
+
+  /** Aborts the signal (if anyone asked for it) unless the handler has finished. */
+  abort(reason: ConnectError): void {
+    if (this.finished) return;
+    if (this.controller === undefined) this.controller = new AbortController();
+    this.controller.abort(reason);
+  }
+
+  /** The handler has finished: later `cancelled` events are ignored; the signal, if made, aborts (Connect's contract). */
+  finish(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.controller?.abort(new ConnectError("the call has completed", Code.Canceled));
+  }
+}
+
+function headersOf(metadata: grpc.Metadata): Headers {
   const headers = new Headers();
-  for (const [key, value] of Object.entries(call.metadata.getMap())) {
+  for (const [key, value] of Object.entries(metadata.getMap())) {
     if (typeof value === "string") headers.set(key, value);
   }
-  const context = createHandlerContext({
-    service,
-    method,
-    protocolName: "grpc",
-    requestMethod: "POST",
-    url: `/${service.typeName}/${method.name}`,
-    timeoutMs: Number.isFinite(deadlineMs) ? Math.max(0, deadlineMs - Date.now()) : undefined,
-    shutdownSignal,
-    requestSignal: requestAbort.signal,
-    requestHeader: headers,
-  });
-  return context;
+  return headers;
 }
 
-function decodeRequest(method: DescMethod, bytes: Buffer) {
-  try {
-    return fromBinary(method.input, bytes);
-  } catch (err) {
-    throw new ConnectError(`request: not a valid ${method.input.typeName} message (${(err as Error).message})`, Code.InvalidArgument);
-  }
+function cancelledByClient(): ConnectError {
+  return new ConnectError("the client cancelled the call", Code.Canceled);
 }
 
+/** Encodes a handler's answer: a message as it is, an init shape through `create` first. */
 function encode(desc: DescMessage, message: unknown): Buffer {
-  const bytes = toBinary(desc, create(desc, message as never));
+  const bytes = toBinary(desc, isMessage(message, desc) ? message : create(desc, message as never));
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/**
+ * Takes an encoded answer's bytes from the budget (waiting briefly for room)
+ * and gives them back when the call ends (grpc-js emits `cancelled` once the
+ * status is sent, or when the client goes away).
+ *
+ * @throws ConnectError RESOURCE_EXHAUSTED when no room was made in time.
+ */
+async function budgetAnswer(call: grpc.ServerUnaryCall<Buffer, Buffer>, budget: InflightBudget, answer: Buffer): Promise<Buffer> {
+  if (!budget.tryTake(answer.length)) await budget.take(answer.length, "answer");
+  if (call.cancelled) budget.release(answer.length);
+  else call.once("cancelled", () => budget.release(answer.length));
+  return answer;
 }
 
 async function runUnary(
@@ -101,15 +211,16 @@ async function runUnary(
   method: DescMethod,
   fn: AnyServiceImpl[string] | undefined,
   call: grpc.ServerUnaryCall<Buffer, Buffer>,
+  budget: InflightBudget,
 ): Promise<Buffer> {
   // Unary calls are not cut short by shutdown: they get the grace period.
-  const context = handlerContext(service, method, call, undefined);
+  const context = new GrpcHandlerContext(service, method, call);
   try {
     if (fn === undefined) throw new ConnectError(`${method.name} is not implemented`, Code.Unimplemented);
-    const response = await fn(decodeRequest(method, call.request), context);
-    return encode(method.output, response);
+    const response = await fn(decodeRequest(method.input, call.request), context);
+    return await budgetAnswer(call, budget, encode(method.output, response));
   } finally {
-    context.abort();
+    context.finish();
   }
 }
 
@@ -118,24 +229,42 @@ async function runServerStream(
   method: DescMethod,
   fn: AnyServiceImpl[string] | undefined,
   call: grpc.ServerWritableStream<Buffer, Buffer>,
-  shutdownSignal: AbortSignal,
+  streams: OpenStreams,
+  budget: InflightBudget,
 ): Promise<void> {
-  const context = handlerContext(service, method, call, shutdownSignal);
+  const context = new GrpcHandlerContext(service, method, call);
+  const signal = context.signal;
+  streams.add(context);
+  // Answer bytes taken from the budget and not yet handed to HTTP/2; grpc-js
+  // never calls a write back once the call is cancelled, so what is left is
+  // given back when the stream ends.
+  let unsent = 0;
   try {
     if (fn === undefined) throw new ConnectError(`${method.name} is not implemented`, Code.Unimplemented);
-    const stream = fn(decodeRequest(method, call.request), context) as AsyncIterable<unknown>;
+    const stream = fn(decodeRequest(method.input, call.request), context) as AsyncIterable<unknown>;
     for await (const message of stream) {
-      if (context.signal.aborted) break;
-      if (!call.write(encode(method.output, message))) await drained(call, context.signal);
+      if (signal.aborted) break;
+      const bytes = encode(method.output, message);
+      if (!budget.tryTake(bytes.length)) await budget.take(bytes.length, "answer");
+      unsent += bytes.length;
+      const sent = () => {
+        if (unsent < bytes.length) return;
+        unsent -= bytes.length;
+        budget.release(bytes.length);
+      };
+      if (!call.write(bytes, sent)) await drained(call, signal);
     }
     if (call.cancelled) return;
-    if (shutdownSignal.aborted) call.emit("error", toServiceError(shuttingDown()));
+    if (streams.shuttingDown) call.emit("error", toServiceError(shuttingDown()));
     else call.end();
   } catch (err) {
     if (call.cancelled) return;
-    call.emit("error", toServiceError(shutdownSignal.aborted ? shuttingDown() : err));
+    call.emit("error", toServiceError(streams.shuttingDown ? shuttingDown() : err));
   } finally {
-    context.abort();
+    budget.release(unsent);
+    unsent = 0;
+    streams.remove(context);
+    context.finish();
   }
 }
 

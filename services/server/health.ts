@@ -2,6 +2,7 @@ import { EventEmitter } from "node:events";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus as Status } from "../../gen/grpc/health/v1/health_pb.js";
+import type { Logger } from "./logger.js";
 
 export { Status as ServingStatus };
 
@@ -83,5 +84,23 @@ export function healthService(state: HealthState): ServiceImpl<typeof Health> {
         ctx.signal.removeEventListener("abort", onAbort);
       }
     },
+  };
+}
+
+/**
+ * Returns a function to call with the backend's current problem (see
+ * storage/backend.ts `backendProblem`, undefined when writes can succeed)
+ * whenever health is recomputed. It logs one line per change, never one per
+ * call (issue 9): an error `store cannot take writes; health is NOT_SERVING`
+ * with the `problem`, and an info line `store takes writes again; health is
+ * SERVING` when it clears. `store` names the backend (`--store` as given).
+ */
+export function healthChangeLogger(logger: Logger, store: string): (problem: string | undefined) => void {
+  let last: string | undefined;
+  return (problem) => {
+    if (problem === last) return;
+    if (problem !== undefined) logger.error({ store, problem }, "store cannot take writes; health is NOT_SERVING");
+    else logger.info({ store, was: last }, "store takes writes again; health is SERVING");
+    last = problem;
   };
 }

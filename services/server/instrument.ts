@@ -2,35 +2,51 @@ import type { DescService } from "@bufbuild/protobuf";
 import { Code, type HandlerContext } from "@connectrpc/connect";
 import { toConnectError } from "../rpc/errors.js";
 import type { AnyServiceImpl } from "./grpc-adapter.js";
-import type { TokenFile } from "./auth.js";
 import type { Metrics } from "./metrics.js";
 import type { Logger } from "./logger.js";
+import { recordStoreFailure } from "./store-failure-log.js";
 
 /** What {@link instrument} adds around every method. */
 export interface InstrumentOptions {
-  /** When set, every call must carry one of its bearer tokens (UNAUTHENTICATED otherwise). */
-  auth?: TokenFile;
   metrics: Metrics;
   logger: Logger;
 }
 
 /**
  * Wraps a service implementation with the cross-cutting rules every
- * `mecatl.driver.v1` method shares, once for both transports: bearer-token
- * check (wire-contract.md section 6), conversion of unexpected errors to
- * INTERNAL without leaking details (section 1), per-method metrics, and a log
- * line for every INTERNAL error (with its cause; never payloads).
+ * `mecatl.driver.v1` method shares, once for both transports: conversion of
+ * unexpected errors to INTERNAL without leaking details (wire-contract.md
+ * section 1), per-method metrics (calls in flight, finished calls by code,
+ * latency), and a log line for every INTERNAL error (with its cause; never
+ * payloads). Bearer tokens are checked earlier, before the request body is
+ * read (admission.ts).
+ *
+ * Metric children are resolved once per method (and per code on first use),
+ * so a call allocates no label objects (issue 11).
  */
 export function instrument(service: DescService, impl: AnyServiceImpl, options: InstrumentOptions): AnyServiceImpl {
   const out: AnyServiceImpl = {};
   for (const method of service.methods) {
     const fn = impl[method.localName];
     if (fn === undefined) continue;
-    const labels = { service: service.typeName, method: method.name };
+    const inFlight = options.metrics.rpcsInFlight.labels(service.typeName, method.name);
+    const seconds = options.metrics.rpcSeconds.labels(service.typeName, method.name);
+    const byCode = new Map<string, { inc(): void }>();
+    const count = (code: string) => {
+      let child = byCode.get(code);
+      if (child === undefined) byCode.set(code, (child = options.metrics.rpcs.labels(service.typeName, method.name, code)));
+      child.inc();
+    };
+    const start = () => {
+      inFlight.inc();
+      return process.hrtime.bigint();
+    };
     const finish = (started: bigint, err: unknown) => {
+      inFlight.dec();
       const ce = err === undefined ? undefined : toConnectError(err);
-      options.metrics.rpcs.inc({ ...labels, code: ce === undefined ? "OK" : Code[ce.code] });
-      options.metrics.rpcSeconds.observe(labels, Number(process.hrtime.bigint() - started) / 1e9);
+      recordStoreFailure(options, `${service.name}/${method.name}`, err);
+      count(ce === undefined ? "OK" : Code[ce.code]);
+      seconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
       if (ce?.code === Code.Internal) {
         options.logger.error({ rpc: `${service.name}/${method.name}`, err: ce.cause instanceof Error ? ce.cause.message : String(ce.cause) }, "internal error");
       }
@@ -38,20 +54,22 @@ export function instrument(service: DescService, impl: AnyServiceImpl, options: 
     };
     if (method.methodKind === "server_streaming") {
       out[method.localName] = async function* (req: unknown, ctx: HandlerContext) {
-        const started = process.hrtime.bigint();
+        const started = start();
+        let ended = false;
         try {
-          options.auth?.check(ctx.requestHeader);
           yield* fn(req, ctx) as AsyncIterable<unknown>;
         } catch (err) {
+          ended = true;
           throw finish(started, err);
+        } finally {
+          // Completed, or closed early by the transport (client gone, shutdown).
+          if (!ended) finish(started, ctx.signal.aborted ? ctx.signal.reason : undefined);
         }
-        finish(started, undefined);
       };
     } else {
       out[method.localName] = async (req: unknown, ctx: HandlerContext) => {
-        const started = process.hrtime.bigint();
+        const started = start();
         try {
-          options.auth?.check(ctx.requestHeader);
           const res = await fn(req, ctx);
           finish(started, undefined);
           return res;

@@ -1,9 +1,11 @@
 import { Command, Option, InvalidArgumentError } from "commander";
 import ms from "ms";
-import { startServer, type ServerOptions } from "./server.js";
+import bytes from "bytes";
+import { totalmem } from "node:os";
+import { startServer, MAX_MESSAGE_BYTES, type ServerOptions } from "./server.js";
 import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
-import { DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
+import { DEFAULT_REDIS_KEY_PREFIX, DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
 import { MAX_LEASE_TTL_MS } from "../session-lease/rules.js";
 
 /**
@@ -43,6 +45,30 @@ export function parsePositiveInt(text: string): number {
   return n;
 }
 
+/**
+ * Parses a size flag such as `512MB`, `2GB` or `1048576` (bytes; units are
+ * powers of 1024, as the `bytes` package reads them).
+ *
+ * @throws InvalidArgumentError when the text is not a size of at least 1 byte.
+ */
+export function parseBytes(text: string): number {
+  // bytes.parse reads "12zz" as 12; accept only a number with an optional known unit.
+  const value = /^\s*\d+(\.\d+)?\s*(b|kb|mb|gb|tb|pb)?\s*$/i.test(text) ? bytes.parse(text) : null;
+  if (value === null || !Number.isSafeInteger(value) || value < 1) throw new InvalidArgumentError(`expected a size such as 512MB, 2GB or a number of bytes, got ${JSON.stringify(text)}`);
+  return value;
+}
+
+/**
+ * Default `--max-inflight-bytes`: a quarter of the memory this process may
+ * use (the cgroup limit when there is one, else the machine's memory), and at
+ * least room for two largest messages.
+ */
+export function defaultMaxInflightBytes(): number {
+  const constrained = process.constrainedMemory?.() ?? 0;
+  const memory = constrained > 0 ? Math.min(constrained, totalmem()) : totalmem();
+  return Math.max(Math.floor(memory / 4), 2 * MAX_MESSAGE_BYTES);
+}
+
 function resolveServices(names: string[]): ServiceName[] {
   if (names.length === 0 || names.includes("all")) return [...SERVICE_NAMES];
   for (const n of names) {
@@ -51,6 +77,26 @@ function resolveServices(names: string[]): ServiceName[] {
     }
   }
   return names as ServiceName[];
+}
+
+/**
+ * Refuses Redis flags given with an SQLite store: they would be accepted and
+ * ignored (issue 10, deliverable 4).
+ *
+ * @throws StartupError naming the first such flag.
+ */
+function refuseRedisFlagsForSqlite(f: ServeFlags): void {
+  if (!f.store.startsWith("sqlite:")) return;
+  const given: Array<[string, boolean]> = [
+    ["--redis-username-file", f.redisUsernameFile !== undefined],
+    ["--redis-password-file", f.redisPasswordFile !== undefined],
+    ["--redis-tls-ca", f.redisTlsCa !== undefined],
+    ["--redis-allow-plaintext", f.redisAllowPlaintext],
+    ["--redis-durability", f.redisDurability !== "strict"],
+    ["--redis-key-prefix", f.redisKeyPrefix !== DEFAULT_REDIS_KEY_PREFIX],
+  ];
+  const flag = given.find(([, set]) => set)?.[0];
+  if (flag !== undefined) throw new StartupError(`${flag} applies to Redis stores only, and --store is ${JSON.stringify(f.store)}; drop the flag or use a redis:// or rediss:// --store`);
 }
 
 /** Flag values of `serve` as commander hands them over. */
@@ -75,6 +121,12 @@ interface ServeFlags {
   redisKeyPrefix: string;
   shutdownGrace: number;
   storeTimeout: number;
+  keepaliveTime: number;
+  keepaliveTimeout: number;
+  maxStreamsPerConnection: number;
+  maxConnectionAge?: number;
+  maxConnectionAgeGrace: number;
+  maxInflightBytes: number;
   logLevel: string;
 }
 
@@ -82,11 +134,13 @@ interface ServeFlags {
  * Turns `serve` flags into {@link ServerOptions}.
  *
  * @throws StartupError for combinations no single flag parser can catch (a
- *   key without a certificate, an unknown service name).
+ *   key without a certificate, an unknown service name, a Redis flag with an
+ *   SQLite store).
  */
 export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOptions {
   if ((f.tlsCert === undefined) !== (f.tlsKey === undefined)) throw new StartupError("--tls-cert and --tls-key go together; give both or neither");
   if (f.tlsClientCa !== undefined && f.tlsCert === undefined) throw new StartupError("--tls-client-ca needs --tls-cert and --tls-key");
+  refuseRedisFlagsForSqlite(f);
   return {
     services: resolveServices(serviceArgs),
     listen: f.listen,
@@ -109,6 +163,14 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
     },
     settings: { leaseTtlMs: f.leaseTtl, maxFollowers: f.maxFollowers, followBuffer: f.followBuffer },
     shutdownGraceMs: f.shutdownGrace,
+    connections: {
+      keepaliveTimeMs: f.keepaliveTime,
+      keepaliveTimeoutMs: f.keepaliveTimeout,
+      maxStreamsPerConnection: f.maxStreamsPerConnection,
+      maxConnectionAgeMs: f.maxConnectionAge,
+      maxConnectionAgeGraceMs: f.maxConnectionAgeGrace,
+    },
+    maxInflightBytes: f.maxInflightBytes,
     logLevel: f.logLevel,
   };
 }
@@ -145,11 +207,37 @@ export function serveCommand(): Command {
         .choices(["strict", "relaxed"])
         .default("strict"),
     )
-    .option("--redis-key-prefix <prefix>", "prefix of every Redis key", "mecatl-drivers:")
+    .option("--redis-key-prefix <prefix>", "prefix of every Redis key", DEFAULT_REDIS_KEY_PREFIX)
     .addOption(
       new Option("--store-timeout <duration>", "longest one store operation may take (retries included) before the call fails with UNAVAILABLE")
         .default(DEFAULT_STORE_TIMEOUT_MS, "5s")
         .argParser(parseDuration),
+    )
+    .addOption(
+      new Option("--keepalive-time <duration>", "ping each gRPC connection this often; a peer that does not answer is dropped and its streams end")
+        .default(30_000, "30s")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option("--keepalive-timeout <duration>", "how long a keepalive ping may go unanswered before the connection is closed")
+        .default(10_000, "10s")
+        .argParser(parseDuration),
+    )
+    .option("--max-streams-per-connection <n>", "most concurrent calls (streams included) on one gRPC connection; clients queue further calls", parsePositiveInt, 2048)
+    .addOption(
+      new Option("--max-connection-age <duration>", "ask clients to reconnect after this long (±10%), so long-lived connections rebalance across replicas (default: never)").argParser(
+        parseDuration,
+      ),
+    )
+    .addOption(
+      new Option("--max-connection-age-grace <duration>", "time calls get to finish on a connection past --max-connection-age before it is closed (follow streams then resume elsewhere)")
+        .default(30_000, "30s")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option("--max-inflight-bytes <size>", "memory budget for request and answer bytes in flight (e.g. 512MB, 2GB); calls beyond it wait up to 2s, then RESOURCE_EXHAUSTED")
+        .default(defaultMaxInflightBytes(), "a quarter of the memory available")
+        .argParser(parseBytes),
     )
     .addOption(new Option("--shutdown-grace <duration>", "time unary calls get to finish after SIGTERM").default(10_000, "10s").argParser(parseDuration))
     .addOption(new Option("--log-level <level>", "log level").choices(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"))

@@ -2,19 +2,24 @@ import * as grpc from "@grpc/grpc-js";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { createSecureServer, type Http2SecureServer } from "node:http2";
 import { existsSync, lstatSync, unlinkSync } from "node:fs";
-import { connect } from "node:net";
+import { connect, type Server as NetServer } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
-import { openBackend, backendHealthy, onBackendHealthChange, closeBackend, type BackendOptions, type Backend } from "../storage/backend.js";
-import { durabilityWatch, StartupError } from "../storage/redis-connection.js";
-import { mountOnGrpc, type AnyServiceImpl } from "./grpc-adapter.js";
+import { openBackend, backendProblem, onBackendHealthChange, closeBackend, type BackendOptions, type Backend } from "../storage/backend.js";
+import { StartupError } from "../storage/redis-connection.js";
+import { mountOnGrpc, OpenStreams, type AnyServiceImpl } from "./grpc-adapter.js";
+import { connectAdmission, grpcAdmission, type AdmissionOptions } from "./admission.js";
+import { InflightBudget } from "./inflight-budget.js";
+import { memoryTrimmer } from "./memory-trim.js";
 import { instrument } from "./instrument.js";
-import { HealthState, ServingStatus, healthService } from "./health.js";
+import { HealthState, ServingStatus, healthService, healthChangeLogger } from "./health.js";
 import { Metrics } from "./metrics.js";
 import { TokenFile } from "./auth.js";
-import { createLogger, type Logger } from "./logger.js";
+import { createLogger, routeProcessOutput, type Logger } from "./logger.js";
 import { parseListenAddress, formatListenAddress, isLocalListenAddress, type ListenAddress } from "./addresses.js";
-import { grpcCredentials, readTls, type TlsFiles, type TlsMaterial } from "./tls.js";
+import { readTls, type TlsFiles, type TlsMaterial } from "./tls.js";
+import { explainPeerTlsError } from "./tls-peer.js";
+import { grpcSocketServer, peerOf } from "./grpc-listener.js";
 import { SERVICE_MODULES, type MountedService, type ServiceName, type ServiceSettings } from "./service-registry.js";
 
 /** Largest message accepted or sent: 64 MiB of snapshot plus 1 MiB of headroom (wire-contract.md section 1). */
@@ -37,7 +42,46 @@ export interface ServerOptions {
   settings: ServiceSettings;
   /** Milliseconds unary calls may take to finish after SIGTERM. */
   shutdownGraceMs: number;
+  /** Connection limits of the gRPC listener (issue 9: dead peers, rebalancing). */
+  connections: ConnectionLimits;
+  /** Budget for request and answer bytes in flight, in bytes (`--max-inflight-bytes`). */
+  maxInflightBytes: number;
   logLevel: string;
+}
+
+/** Keepalive and connection limits of the gRPC listener. */
+export interface ConnectionLimits {
+  /** Milliseconds between keepalive pings on each connection (`--keepalive-time`). */
+  keepaliveTimeMs: number;
+  /** Milliseconds a ping may go unanswered before the connection and its streams are closed (`--keepalive-timeout`). */
+  keepaliveTimeoutMs: number;
+  /** Most concurrent streams (calls) on one connection (`--max-streams-per-connection`). */
+  maxStreamsPerConnection: number;
+  /** When set, connections older than this many milliseconds (±10 %) are asked to reconnect (`--max-connection-age`). */
+  maxConnectionAgeMs?: number;
+  /** Milliseconds calls get to finish on a connection past its age before it is closed (`--max-connection-age-grace`). */
+  maxConnectionAgeGraceMs: number;
+}
+
+/** The in-flight budget emptying after holding at least this many bytes triggers a memory trim (memory-trim.ts). */
+const TRIM_AFTER_BYTES = 64 * 1024 * 1024;
+
+/** How long a call waits for room in the in-flight budget before RESOURCE_EXHAUSTED, in milliseconds. */
+export const INFLIGHT_WAIT_MS = 2_000;
+
+/** grpc-js server options for {@link ConnectionLimits} and the message limits. */
+function grpcServerOptions(limits: ConnectionLimits, admission: AdmissionOptions): grpc.ServerOptions {
+  return {
+    "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
+    "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
+    "grpc.keepalive_time_ms": limits.keepaliveTimeMs,
+    "grpc.keepalive_timeout_ms": limits.keepaliveTimeoutMs,
+    "grpc.max_concurrent_streams": limits.maxStreamsPerConnection,
+    ...(limits.maxConnectionAgeMs === undefined
+      ? {}
+      : { "grpc.max_connection_age_ms": limits.maxConnectionAgeMs, "grpc.max_connection_age_grace_ms": limits.maxConnectionAgeGraceMs }),
+    interceptors: [grpcAdmission(admission)],
+  };
 }
 
 /** A running server. */
@@ -76,35 +120,45 @@ async function clearStaleSocket(addr: ListenAddress): Promise<void> {
   unlinkSync(addr.path);
 }
 
-function bindGrpc(server: grpc.Server, addr: ListenAddress, creds: grpc.ServerCredentials): Promise<string> {
-  return new Promise((resolve, reject) => {
-    server.bindAsync(formatListenAddress(addr), creds, (err, port) => {
-      if (err !== null) reject(new StartupError(`cannot listen on ${formatListenAddress(addr)}: ${err.message}`));
-      else resolve(addr.kind === "unix" ? formatListenAddress(addr) : formatListenAddress({ ...addr, port }));
-    });
+/**
+ * Starts `server` listening on `addr`.
+ *
+ * @returns the bound address, with the real port when 0 was asked for.
+ * @throws StartupError naming `flag` when the address cannot be listened on.
+ */
+async function listenOn(server: NetServer, addr: ListenAddress, flag: string): Promise<string> {
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", (err) => reject(new StartupError(`cannot listen on ${flag} ${formatListenAddress(addr)}: ${err.message}`)));
+    if (addr.kind === "unix") server.listen(addr.path, () => resolve());
+    else server.listen(addr.port, addr.host, () => resolve());
   });
+  const bound = server.address();
+  return addr.kind === "unix" ? formatListenAddress(addr) : formatListenAddress({ ...addr, port: typeof bound === "object" && bound !== null ? bound.port : addr.port });
 }
 
-async function listenConnect(mounted: MountedService[], addr: ListenAddress, tls: TlsMaterial | undefined): Promise<{ server: HttpServer | Http2SecureServer; address: string }> {
-  const handler = connectNodeAdapter({
+async function listenConnect(
+  mounted: MountedService[],
+  addr: ListenAddress,
+  tls: TlsMaterial | undefined,
+  admission: AdmissionOptions,
+  logger: Logger,
+): Promise<{ server: HttpServer | Http2SecureServer; address: string }> {
+  const connectHandler = connectNodeAdapter({
     readMaxBytes: MAX_MESSAGE_BYTES,
     writeMaxBytes: MAX_MESSAGE_BYTES,
     routes: (router) => {
       for (const m of mounted) router.service(m.desc, m.impl as never);
     },
   });
+  const handler = connectAdmission(connectHandler, admission);
   const server =
     tls === undefined
       ? createHttpServer(handler)
       : createSecureServer({ allowHTTP1: true, cert: tls.cert, key: tls.key, ca: tls.clientCa, requestCert: tls.clientCa !== undefined, rejectUnauthorized: tls.clientCa !== undefined }, handler);
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", (err) => reject(new StartupError(`cannot listen on --connect-listen ${formatListenAddress(addr)}: ${err.message}`)));
-    if (addr.kind === "unix") server.listen(addr.path, () => resolve());
-    else server.listen(addr.port, addr.host, () => resolve());
+  server.on("tlsClientError", (err: NodeJS.ErrnoException, socket: { remoteAddress?: string; remotePort?: number }) => {
+    logger.warn({ peer: peerOf(socket), detail: err.code ?? err.message }, `refused a Connect connection: ${explainPeerTlsError(err)}`);
   });
-  const bound = server.address();
-  const address = addr.kind === "unix" ? formatListenAddress(addr) : formatListenAddress({ ...addr, port: typeof bound === "object" && bound !== null ? bound.port : addr.port });
-  return { server, address };
+  return { server, address: await listenOn(server, addr, "--connect-listen") };
 }
 
 /**
@@ -116,6 +170,7 @@ async function listenConnect(mounted: MountedService[], addr: ListenAddress, tls
  */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const logger = createLogger(options.logLevel);
+  routeProcessOutput(logger);
   const grpcAddr = parseListenAddressOrFail("--listen", options.listen);
   const connectAddr = options.connectListen === undefined ? undefined : parseListenAddressOrFail("--connect-listen", options.connectListen);
   const tls = options.tls === undefined ? undefined : readTls(options.tls);
@@ -137,34 +192,36 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const durabilityMode = !backend.durable ? (backend.kind === "sqlite" ? "none" : "relaxed") : "full";
   metrics.durability.set({ mode: durabilityMode }, 1);
   if (durabilityMode !== "full") logger.warn({ store: backend.description, durability: durabilityMode }, "writes are NOT durable: an acknowledged write can be lost");
-  const watch = backend.kind === "redis" ? durabilityWatch(backend.redis) : undefined;
-  watch?.on("change", () => {
-    if (watch.problem !== undefined) logger.error({ store: backend.description, problem: watch.problem }, "Redis is no longer durable: refusing writes until it is");
-    else logger.info({ store: backend.description }, "Redis is durable again: accepting writes");
-  });
 
   const moduleCleanup: Array<() => void | Promise<void>> = [];
   const ctx = { backend, settings: options.settings, logger, metrics, onClose: (fn: () => void | Promise<void>) => void moduleCleanup.push(fn) };
   const mounted = SERVICE_MODULES.filter((m) => options.services.includes(m.name)).flatMap((m) => m.mount(ctx));
   const health = new HealthState(mounted.map((m) => m.desc.typeName));
-  const instrumented = mounted.map((m) => ({ desc: m.desc, impl: instrument(m.desc, m.impl, { auth, metrics, logger }) }));
+  const instrumented = mounted.map((m) => ({ desc: m.desc, impl: instrument(m.desc, m.impl, { metrics, logger }) }));
   const withHealth: MountedService[] = [...instrumented, { desc: Health, impl: healthService(health) as unknown as AnyServiceImpl }];
 
-  const streamShutdown = new AbortController();
-  const grpcServer = new grpc.Server({
-    "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
-    "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
-  });
-  for (const m of withHealth) mountOnGrpc(grpcServer, m.desc, m.impl, streamShutdown.signal);
+  const budget = new InflightBudget(options.maxInflightBytes, INFLIGHT_WAIT_MS, metrics.inflightBytes, { afterBytes: TRIM_AFTER_BYTES, run: memoryTrimmer() });
+  const admission: AdmissionOptions = { auth, budget };
+  const openStreams = new OpenStreams();
+  const grpcServer = new grpc.Server(grpcServerOptions(options.connections, admission));
+  for (const m of withHealth) mountOnGrpc(grpcServer, m.desc, m.impl, openStreams, admission.budget);
 
   const cleanup: Array<() => unknown> = [];
   try {
     await clearStaleSocket(grpcAddr);
-    const address = await bindGrpc(grpcServer, grpcAddr, grpcCredentials(tls));
+    let grpcListener: NetServer;
+    try {
+      grpcListener = grpcSocketServer(grpcServer, tls, logger);
+    } catch (err) {
+      throw new StartupError(`invalid --tls-cert/--tls-key: ${(err as Error).message}`);
+    }
+    const stopAccepting = () => grpcListener.listening && grpcListener.close();
+    cleanup.push(stopAccepting);
+    const address = await listenOn(grpcListener, grpcAddr, "--listen");
     let connect: { server: HttpServer | Http2SecureServer; address: string } | undefined;
     if (connectAddr !== undefined) {
       await clearStaleSocket(connectAddr);
-      connect = await listenConnect(withHealth, connectAddr, tls);
+      connect = await listenConnect(withHealth, connectAddr, tls, admission, logger);
       cleanup.push(() => connect!.server.close());
     }
     let metricsAddress: string | undefined;
@@ -177,25 +234,29 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     }
 
     const updateHealth = () => {
-      const up = backendHealthy(backend);
-      metrics.backendUp.set({ backend: backend.kind }, up ? 1 : 0);
-      if (!closing) health.setAll(up ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+      const problem = backendProblem(backend);
+      metrics.backendUp.set({ backend: backend.kind }, problem === undefined ? 1 : 0);
+      if (closing) return;
+      health.setAll(problem === undefined ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+      logHealthChange(problem);
     };
     let closing = false;
+    const logHealthChange = healthChangeLogger(logger, backend.description);
     const stopWatching = onBackendHealthChange(backend, updateHealth);
     updateHealth();
     // Always logged, whatever --log-level says: supervisors and tests read the
     // bound address (the real port when :0 was asked for) from this line.
     logger
       .child({}, { level: "info" })
-      .info({ address, connectAddress: connect?.address, metricsAddress, services: options.services, store: backend.description }, "listening");
+      .info({ address, connectAddress: connect?.address, metricsAddress, services: options.services, store: backend.description, ...sqliteSettings(backend) }, "listening");
 
     let closed: Promise<void> | undefined;
     const close = () => {
       closed ??= (async () => {
         closing = true;
         health.setAll(ServingStatus.NOT_SERVING);
-        streamShutdown.abort();
+        stopAccepting();
+        openStreams.shutdown();
         await new Promise<void>((resolve) => {
           const timer = setTimeout(() => {
             logger.warn({ graceMs: options.shutdownGraceMs }, "shutdown grace elapsed; cancelling calls still running");
@@ -225,6 +286,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await closeBackend(backend);
     throw err;
   }
+}
+
+/** For SQLite, the journal mode and synchronous setting its live connection reports (issue 15), logged with `listening`. */
+function sqliteSettings(backend: Backend): { journalMode?: string; synchronous?: string } {
+  return backend.kind === "sqlite" ? backend.db.settings : {};
 }
 
 function parseListenAddressOrFail(flag: string, value: string): ListenAddress {

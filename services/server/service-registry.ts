@@ -66,7 +66,7 @@ export const SERVICE_MODULES: readonly ServiceModule[] = [
   {
     name: "event-log",
     mount: (ctx) => {
-      const { store, hub } = openEventLog(ctx.backend, ctx.settings, ctx.metrics.followers);
+      const { store, hub } = openEventLog(ctx.backend, ctx.settings, { open: ctx.metrics.followers, parked: ctx.metrics.followersParked, parks: ctx.metrics.followerParks });
       ctx.onClose(() => store.feed.close());
       return [{ desc: EventLogService, impl: eventLogService(store, hub) }];
     },

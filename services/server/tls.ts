@@ -1,6 +1,5 @@
-import { readFileSync } from "node:fs";
-import * as grpc from "@grpc/grpc-js";
 import { StartupError } from "../storage/redis-connection.js";
+import { readCertificates, readKeyPair } from "../../common/pem.js";
 
 /** Server TLS files from `--tls-cert`, `--tls-key` and optional `--tls-client-ca`. */
 export interface TlsFiles {
@@ -17,39 +16,18 @@ export interface TlsMaterial {
   clientCa?: Buffer;
 }
 
-function readPem(file: string, flag: string): Buffer {
-  try {
-    return readFileSync(file);
-  } catch (err) {
-    throw new StartupError(`cannot read ${flag} ${file}: ${(err as Error).message}`);
-  }
-}
-
 /**
- * Reads the certificate, key and client CA.
+ * Reads the certificate chain, key and client CA, and checks each before any
+ * listener uses it: every file must hold what its flag needs (certificates
+ * that parse, an unencrypted private key) and the key must belong to the
+ * chain's first certificate (issue 10, deliverable 4).
  *
- * @throws StartupError naming the flag whose file cannot be read.
+ * @throws StartupError naming the flag, the file and the fix.
  */
 export function readTls(files: TlsFiles): TlsMaterial {
+  const pair = readKeyPair({ file: files.certFile, flag: "--tls-cert" }, { file: files.keyFile, flag: "--tls-key" }, StartupError);
   return {
-    cert: readPem(files.certFile, "--tls-cert"),
-    key: readPem(files.keyFile, "--tls-key"),
-    clientCa: files.clientCaFile === undefined ? undefined : readPem(files.clientCaFile, "--tls-client-ca"),
+    ...pair,
+    clientCa: files.clientCaFile === undefined ? undefined : readCertificates(files.clientCaFile, "--tls-client-ca", StartupError).pem,
   };
-}
-
-/**
- * grpc-js server credentials: TLS (grpc-js negotiates TLS 1.2 or newer) when
- * material is given, requiring client certificates when a client CA is set;
- * cleartext HTTP/2 otherwise.
- *
- * @throws StartupError when the certificate and key do not form a valid pair.
- */
-export function grpcCredentials(tls: TlsMaterial | undefined): grpc.ServerCredentials {
-  if (tls === undefined) return grpc.ServerCredentials.createInsecure();
-  try {
-    return grpc.ServerCredentials.createSsl(tls.clientCa ?? null, [{ cert_chain: tls.cert, private_key: tls.key }], tls.clientCa !== undefined);
-  } catch (err) {
-    throw new StartupError(`invalid --tls-cert/--tls-key: ${(err as Error).message}`);
-  }
 }

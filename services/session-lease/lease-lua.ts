@@ -106,10 +106,16 @@ end
  * ARGV[3] owner.
  * ARGV[4] token of the caller's lease (decimal; ignored by acquire).
  *
+ * A write script: also takes the operation record (redis-script.ts
+ * `OP_RECORD_LUA`), so a retried Acquire, Renew or Release answers what the
+ * first one decided instead of deciding again (a retried Acquire would
+ * otherwise see its own grant, a retried Release "not-held").
+ *
  * Returns `{outcome, why, token, expiry_us}` as strings: outcome is
  * `granted`, `held`, `exhausted`, `lost` (why = `no-lease`, `other-holder`
  * or `expired`), `released` or `not-held`; token and expiry_us are set for
- * `granted` only.
+ * `granted` only. Recorded when the lease hash changed (`granted`,
+ * `released`); a refusal changes nothing and is not recorded.
  */
 export const LEASE_SCRIPT = redisScript({
   name: "mecatlSessionLease",
@@ -121,14 +127,13 @@ local f = redis.call('HMGET', KEYS[1], 'owner', 'token', 'expiry_us', 'high_wate
 local slot = {high = f[4] or '0'}
 if f[1] then slot.hold = {owner = f[1], token = f[2], expiry = tonumber(f[3])} end
 local result, nxt = lease_dispatch(ARGV[1], slot, now, tonumber(ARGV[2]), ARGV[3], ARGV[4])
-if nxt ~= nil then
-  if nxt.hold ~= nil then
-    redis.call('HSET', KEYS[1], 'owner', nxt.hold.owner, 'token', nxt.hold.token,
-      'expiry_us', string.format('%.0f', nxt.hold.expiry), 'high_water', nxt.high)
-  else
-    redis.call('HDEL', KEYS[1], 'owner', 'token', 'expiry_us')
-  end
+if nxt == nil then return lease_flat(result) end
+if nxt.hold ~= nil then
+  redis.call('HSET', KEYS[1], 'owner', nxt.hold.owner, 'token', nxt.hold.token,
+    'expiry_us', string.format('%.0f', nxt.hold.expiry), 'high_water', nxt.high)
+else
+  redis.call('HDEL', KEYS[1], 'owner', 'token', 'expiry_us')
 end
-return lease_flat(result)
+return op_done(lease_flat(result))
 `,
 });

@@ -10,5 +10,5 @@ import { ttlMicros, type SessionLeaseStore } from "./store.js";
  */
 export function openSessionLeaseStore(backend: Backend, ttlMs: number): SessionLeaseStore {
   const ttlUs = ttlMicros(ttlMs);
-  return backend.kind === "sqlite" ? new SqliteSessionLeaseStore(backend.db, ttlUs) : new RedisSessionLeaseStore(backend.redis, backend.keys, ttlUs);
+  return backend.kind === "sqlite" ? new SqliteSessionLeaseStore(backend.db, ttlUs) : new RedisSessionLeaseStore(backend.redis, backend.keys, ttlUs, backend.storeTimeoutMs);
 }

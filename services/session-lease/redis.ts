@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "../storage/redis-keys.js";
-import { runScript } from "../storage/redis-script.js";
+import { RedisOperations } from "../storage/redis-operation.js";
 import { LEASE_SCRIPT } from "./lease-lua.js";
 import type { AcquireResult, LeaseLossReason, ReleaseResult, RenewResult } from "./rules.js";
 import type { SessionLeaseStore } from "./store.js";
@@ -40,18 +40,27 @@ function parseReply(reply: unknown, owner: string): AcquireResult | RenewResult 
  */
 export class RedisSessionLeaseStore implements SessionLeaseStore {
   private readonly ttlArg: string;
+  private readonly ops: RedisOperations;
 
-  /** @param ttlUs lease lifetime in microseconds. */
+  /**
+   * @param ttlUs lease lifetime in microseconds.
+   * @param storeTimeoutMs `--store-timeout` in milliseconds: each call is a
+   *   bounded operation (storage/redis-operation.ts) with an operation record.
+   */
   constructor(
-    private readonly redis: Redis,
+    redis: Redis,
     private readonly keys: RedisKeys,
     ttlUs: bigint,
+    storeTimeoutMs: number,
   ) {
     this.ttlArg = ttlUs.toString();
+    this.ops = new RedisOperations(redis, storeTimeoutMs);
   }
 
-  private async run(op: "acquire" | "renew" | "release", sessionId: string, owner: string, token: bigint) {
-    return parseReply(await runScript(this.redis, LEASE_SCRIPT, [this.keys.lease(sessionId)], [op, this.ttlArg, owner, token.toString()]), owner);
+  private async run(rule: "acquire" | "renew" | "release", sessionId: string, owner: string, token: bigint) {
+    const op = this.ops.begin();
+    const reply = await op.script(LEASE_SCRIPT, [this.keys.lease(sessionId)], [rule, this.ttlArg, owner, token.toString()], op.record(this.keys.sessionOp(sessionId, op.id)));
+    return parseReply(reply, owner);
   }
 
   acquire(sessionId: string, owner: string): Promise<AcquireResult> {

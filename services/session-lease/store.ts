@@ -9,7 +9,9 @@ import type { AcquireResult, ReleaseResult, RenewResult } from "./rules.js";
  *
  * Every write resolves only once durable. Results that refuse the caller
  * (`held`, `lost`, `exhausted`) are ordinary values; the service maps them to
- * status codes. A rejection is an infrastructure failure (INTERNAL).
+ * status codes. A rejection is an infrastructure failure, normally
+ * a StoreFailure (storage/store-failure.ts: UNAVAILABLE or RESOURCE_EXHAUSTED;
+ * it says when a write may have been applied), anything else INTERNAL.
  */
 export interface SessionLeaseStore {
   /**

@@ -5,5 +5,5 @@ import type { SessionStore } from "./store.js";
 
 /** Picks the SessionStore implementation for the process's backend. */
 export function openSessionStore(backend: Backend): SessionStore {
-  return backend.kind === "sqlite" ? new SqliteSessionStore(backend.db) : new RedisSessionStore(backend.redis, backend.keys);
+  return backend.kind === "sqlite" ? new SqliteSessionStore(backend.db) : new RedisSessionStore(backend.redis, backend.keys, backend.storeTimeoutMs);
 }

@@ -40,14 +40,16 @@
  * stay single-slot; the partition function and the per-partition reads
  * already fit that.
  *
- * Operation records (issue 9, branch `exactly-once`): the write scripts here
- * end every writing path with `return 1`; under that convention they become
- * `return op_done(1)` and take the record key/TTL, nothing else changes.
+ * Operation records (issue 9; storage/redis-script.ts `OP_RECORD_LUA`): every
+ * write script here ends each path that writes with `return op_done(...)`
+ * and is run with an operation record keyed by a key of the same session
+ * (or, for the store's configuration, of the configuration), so a retried
+ * write is applied once; paths that write nothing return without recording.
  */
-import type { Redis } from "ioredis";
 import { createHash, randomBytes } from "node:crypto";
 import type { RedisKeys } from "../storage/redis-keys.js";
-import { redisScript, runScript } from "../storage/redis-script.js";
+import type { RedisOperations } from "../storage/redis-operation.js";
+import { redisScript } from "../storage/redis-script.js";
 import { compareIdBytes } from "../../common/byte-order.js";
 import { compareLineage } from "../../common/lineage-order.js";
 import { directlyRelated, type SessionRelationship } from "../../common/session-relationship.js";
@@ -80,8 +82,9 @@ const INVERT = 9_007_199_254_740_992n;
  * ARGV[8] row JSON, ARGV[9] record key prefix (id length and id), ARGV[10]
  * record JSON, ARGV[11] `modified_us` expected by `backfill`, ARGV[12..]
  * related prefixes (`<related key>|`).
- * Returns 1 when written, 0 when nothing was (create of an existing id, or a
- * backfill that found the session changed or already projected).
+ * Returns 1 when written (recorded), 0 when nothing was (create of an
+ * existing id, or a backfill that found the session changed or already
+ * projected; not recorded).
  */
 export const SAVE_PROJECTED = redisScript({
   name: "mecatlSessionSaveProjected",
@@ -133,7 +136,7 @@ if inc ~= '' then
   redis.call('ZADD', KEYS[8], 0, key)
   for i = 12, #ARGV do redis.call('ZADD', KEYS[9], 0, ARGV[i] .. key) end
 end
-return 1
+return op_done(1)
 `,
 });
 
@@ -147,7 +150,7 @@ return 1
  * ARGV[1] session id, ARGV[2] prefix of the partition's owner sets, ARGV[3]
  * record key prefix (id length and id), ARGV[4..] channels to PUBLISH an
  * empty message on.
- * Returns 1.
+ * Returns 1 (recorded).
  */
 export const DELETE_PROJECTED = redisScript({
   name: "mecatlSessionDeleteProjected",
@@ -172,7 +175,7 @@ end
 redis.call('ZREM', KEYS[1], id)
 for i = 6, #KEYS do redis.call('DEL', KEYS[i]) end
 for i = 4, #ARGV do redis.call('PUBLISH', ARGV[i], '') end
-return 1
+return op_done(1)
 `,
 });
 
@@ -238,6 +241,24 @@ for _, m in ipairs(redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'BYLEX')) do
   end
 end
 return out
+`,
+});
+
+/**
+ * Records the metadata index's configuration unless already recorded, and
+ * reads it back. A write script (operation record).
+ * KEYS[1] the configuration hash.
+ * ARGV[1] partition count for a new store, ARGV[2] store id for a new store,
+ * ARGV[3] layout version whose backfill has finished, or empty.
+ * Returns {partitions, store_id, migrated or false} (recorded).
+ */
+const CONFIGURE = redisScript({
+  name: "mecatlSessionMetaConfigure",
+  lua: `
+redis.call('HSETNX', KEYS[1], 'partitions', ARGV[1])
+redis.call('HSETNX', KEYS[1], 'store_id', ARGV[2])
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'migrated', ARGV[3]) end
+return op_done(redis.call('HMGET', KEYS[1], 'partitions', 'store_id', 'migrated'))
 `,
 });
 
@@ -324,7 +345,7 @@ export class RedisSessionMetadata {
   private ready: Promise<MetaConfig> | undefined;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly ops: RedisOperations,
     private readonly keys: RedisKeys,
   ) {}
 
@@ -349,15 +370,18 @@ export class RedisSessionMetadata {
     return this.ready;
   }
 
-  private async start(): Promise<MetaConfig> {
+  private async configure(migrated: string): Promise<[string, string, string | null]> {
+    const op = this.ops.begin();
     const key = this.keys.sessionMetaConfig();
-    await this.redis.hsetnx(key, "partitions", String(DEFAULT_PARTITIONS));
-    await this.redis.hsetnx(key, "store_id", randomBytes(8).toString("hex"));
-    const [partitions, storeId, migrated] = await this.redis.hmget(key, "partitions", "store_id", "migrated");
-    const config = { partitions: Number(partitions), storeId: storeId! };
+    return (await op.script(CONFIGURE, [key], [String(DEFAULT_PARTITIONS), randomBytes(8).toString("hex"), migrated], op.record(this.keys.sessionMetaConfigOp(op.id)))) as [string, string, string | null];
+  }
+
+  private async start(): Promise<MetaConfig> {
+    const [partitions, storeId, migrated] = await this.configure("");
+    const config = { partitions: Number(partitions), storeId };
     if (migrated !== LAYOUT_VERSION) {
       await this.backfill(config);
-      await this.redis.hset(key, "migrated", LAYOUT_VERSION);
+      await this.configure(LAYOUT_VERSION);
     }
     return config;
   }
@@ -365,13 +389,14 @@ export class RedisSessionMetadata {
   private async backfill(config: MetaConfig): Promise<void> {
     const batch = 256;
     for (let from = 0; ; from += batch) {
-      const ids = await this.redis.zrange(this.keys.sessionIndex(), from, from + batch - 1);
+      const ids = await this.ops.read((r) => r.zrange(this.keys.sessionIndex(), from, from + batch - 1));
       await Promise.all(
         ids.map(async (id) => {
-          const [payload, modified, meta] = await this.redis.hmgetBuffer(this.keys.snapshot(id), "payload", "modified_us", "meta");
+          const [payload, modified, meta] = await this.ops.read((r) => r.hmgetBuffer(this.keys.snapshot(id), "payload", "modified_us", "meta"));
           if (payload === null || modified === null || meta !== null) return;
           const { keys, args } = this.write(config, id, projectStoredSnapshot(id, payload));
-          await runScript(this.redis, SAVE_PROJECTED, keys, [id, "", "", "backfill", ...args(modified.toString())]);
+          const op = this.ops.begin();
+          await op.script(SAVE_PROJECTED, keys, [id, "", "", "backfill", ...args(modified.toString())], op.record(this.keys.sessionOp(id, op.id)));
         }),
       );
       if (ids.length < batch) return;
@@ -444,7 +469,7 @@ export class RedisSessionMetadata {
     const start = lexStart(q.after);
     for (let attempt = 1; ; attempt++) {
       const parts = (await Promise.all(
-        Array.from({ length: config.partitions }, (_, p) => runScript(this.redis, PAGE_MEMBERS, [this.partitionKey(p, scope), this.partitionKey(p, "scopes")], [scope, start, q.limit + 1])),
+        Array.from({ length: config.partitions }, (_, p) => this.ops.readScript(PAGE_MEMBERS, [this.partitionKey(p, scope), this.partitionKey(p, "scopes")], [scope, start, q.limit + 1])),
       )) as string[][];
       const generation = `${config.storeId}.${parts.map((r) => r[0]).join(".")}`;
       if (q.generation !== undefined && q.generation !== generation) return { restart: true };
@@ -463,7 +488,7 @@ export class RedisSessionMetadata {
     const found = new Map<string, string>();
     const replies = await Promise.all(
       [...byPartition].map(async ([p, ids]) => {
-        const reply = await runScript(this.redis, PAGE_ROWS, [this.partitionKey(p, "rows"), this.partitionKey(p, "scopes")], [scope, parts[p]![0]!, ...ids]);
+        const reply = await this.ops.readScript(PAGE_ROWS, [this.partitionKey(p, "rows"), this.partitionKey(p, "scopes")], [scope, parts[p]![0]!, ...ids]);
         if (!Array.isArray(reply)) return false;
         ids.forEach((id, i) => found.set(id, reply[i] as string));
         return true;
@@ -483,8 +508,7 @@ export class RedisSessionMetadata {
   }
 
   private async range(p: number, index: string, min: string, max: Buffer, cut: number): Promise<LineageRecord[]> {
-    const flat = (await runScript(
-      this.redis,
+    const flat = (await this.ops.readScript(
       LINEAGE_RANGE,
       [this.partitionKey(p, index), this.partitionKey(p, "lineage:records"), this.partitionKey(p, "lineage:state")],
       [min, max, cut],

@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "../storage/redis-keys.js";
-import { runScript } from "../storage/redis-script.js";
+import { RedisOperations } from "../storage/redis-operation.js";
 import type { SessionProjection } from "./projection.js";
 import { DELETE_PROJECTED, RedisSessionMetadata, SAVE_PROJECTED } from "./redis-metadata.js";
 import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery, SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
@@ -18,24 +18,33 @@ function toBuffer(bytes: Uint8Array): Buffer {
  * index is a separate slot from the session's keys: on a Redis Cluster these
  * scripts would need the index split per slot (issue 13).
  *
- * The first call of a process waits for the metadata start-up (recording
- * the partition count, backfilling a store written by an earlier build);
- * the constructor starts it.
+ * Every call is a bounded {@link RedisOperations} operation: writes carry an
+ * operation record (exactly once across retries) and every call fails with
+ * a StoreFailure (UNAVAILABLE) after `--store-timeout`. The first call of a
+ * process that needs the metadata waits for its start-up (recording the
+ * partition count, backfilling a store written by an earlier build); the
+ * constructor starts it.
  */
 export class RedisSessionStore implements SessionStore {
+  private readonly ops: RedisOperations;
   private readonly meta: RedisSessionMetadata;
 
+  /** @param storeTimeoutMs `--store-timeout` in milliseconds. */
   constructor(
-    private readonly redis: Redis,
+    redis: Redis,
     private readonly keys: RedisKeys,
+    storeTimeoutMs: number,
   ) {
-    this.meta = new RedisSessionMetadata(redis, keys);
+    this.ops = new RedisOperations(redis, storeTimeoutMs);
+    this.meta = new RedisSessionMetadata(this.ops, keys);
     this.meta.config().catch(() => undefined);
   }
 
   private async put(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection, mode: "save" | "create"): Promise<boolean> {
     const { keys, args } = this.meta.write(await this.meta.config(), sessionId, projection);
-    return (await runScript(this.redis, SAVE_PROJECTED, keys, [sessionId, snapshot.format, toBuffer(snapshot.payload), mode, ...args()])) === 1;
+    const op = this.ops.begin();
+    const argv = [sessionId, snapshot.format, toBuffer(snapshot.payload), mode, ...args()];
+    return (await op.script(SAVE_PROJECTED, keys, argv, op.record(this.keys.sessionOp(sessionId, op.id)))) === 1;
   }
 
   async save(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<void> {
@@ -47,13 +56,13 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async load(sessionId: string): Promise<StoredSnapshot | undefined> {
-    const [format, payload] = await this.redis.hmgetBuffer(this.keys.snapshot(sessionId), "format", "payload");
+    const [format, payload] = await this.ops.read((r) => r.hmgetBuffer(this.keys.snapshot(sessionId), "format", "payload"));
     if (format === null || payload === null) return undefined;
     return { format: format.toString("utf8"), payload };
   }
 
   async list(): Promise<StoredSessionInfo[]> {
-    const flat = await this.redis.zrange(this.keys.sessionIndex(), 0, -1, "WITHSCORES");
+    const flat = await this.ops.read((r) => r.zrange(this.keys.sessionIndex(), 0, -1, "WITHSCORES"));
     const out: StoredSessionInfo[] = [];
     for (let i = 0; i + 1 < flat.length; i += 2) out.push({ sessionId: flat[i]!, modifiedAtMicros: Number(flat[i + 1]) });
     return out;
@@ -61,7 +70,9 @@ export class RedisSessionStore implements SessionStore {
 
   async delete(sessionId: string): Promise<void> {
     const { keys, args } = this.meta.delete(await this.meta.config(), sessionId);
-    await runScript(this.redis, DELETE_PROJECTED, [...keys, ...this.keys.sessionData(sessionId)], [...args, ...this.keys.sessionDeleteChannels(sessionId)]);
+    const op = this.ops.begin();
+    const argv = [...args, ...this.keys.sessionDeleteChannels(sessionId)];
+    await op.script(DELETE_PROJECTED, [...keys, ...this.keys.sessionData(sessionId)], argv, op.record(this.keys.sessionOp(sessionId, op.id)));
   }
 
   pageMetadata(query: MetadataPageQuery): Promise<MetadataPageAnswer> {

@@ -97,7 +97,9 @@ export interface LineageAnswer {
  * validation, projection and status mapping live in the service. Every write
  * resolves only once durable, and changes the snapshot, its metadata row,
  * its lineage records and the paging generations together or not at all.
- * Any rejection is an infrastructure failure (see store-failure.ts).
+ * A rejection is an infrastructure failure, normally a StoreFailure
+ * (storage/store-failure.ts: UNAVAILABLE or RESOURCE_EXHAUSTED; it says when
+ * a write may have been applied), anything else INTERNAL.
  */
 export interface SessionStore {
   /**

@@ -2,6 +2,7 @@ import type { Redis } from "ioredis";
 import { SqliteDatabase } from "./sqlite-database.js";
 import { connectRedis, durabilityWatch, StartupError, type RedisConnectOptions } from "./redis-connection.js";
 import { RedisKeys } from "./redis-keys.js";
+import { checkSqlitePath, parseSqliteStoreUrl } from "./sqlite-path.js";
 import type { StoreFailure } from "./store-failure.js";
 
 /** The embedded backend: one SQLite file (or a private in-memory database). */
@@ -47,43 +48,61 @@ export interface BackendOptions {
   storeTimeoutMs?: number;
 }
 
+/** Default of `--redis-key-prefix`. */
+export const DEFAULT_REDIS_KEY_PREFIX = "mecatl-drivers:";
+
 /** Default of `--store-timeout`: 5 s. */
 export const DEFAULT_STORE_TIMEOUT_MS = 5000;
 
 /**
  * Opens the store named by `--store`.
  *
- * @throws StartupError with a one-line remedy when the URL is unknown, the
- *   SQLite file cannot be opened, or Redis is unreachable or not durable.
+ * @throws StartupError with a one-line remedy when the URL is unknown or has a
+ *   part that is not understood, the SQLite path cannot hold a database (checked
+ *   before anything is created) or the file cannot be opened, or Redis is
+ *   unreachable, not durable, or lacks the database the URL names (issue 10).
  */
 export async function openBackend(options: BackendOptions): Promise<Backend> {
   const store = options.store;
   const storeTimeoutMs = options.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   if (store.startsWith("sqlite:")) {
-    const path = store.slice("sqlite:".length);
-    if (path === "") throw new StartupError("--store sqlite: needs a path, e.g. sqlite:./data/mecatl-drivers.sqlite");
+    const target = parseSqliteStoreUrl(store);
+    if (!target.memory) checkSqlitePath(store, target.path);
     try {
-      const db = await SqliteDatabase.open({ path });
-      return { kind: "sqlite", db, durable: path !== ":memory:", description: store, storeTimeoutMs };
+      const db = await SqliteDatabase.open({ path: target.path, storeTimeoutMs });
+      return { kind: "sqlite", db, durable: !target.memory, description: store, storeTimeoutMs };
     } catch (err) {
       throw new StartupError(`${(err as Error).message}; check that the directory is writable and the file is a mecatl-drivers database`);
     }
   }
   if (store.startsWith("redis://") || store.startsWith("rediss://")) {
-    const keys = new RedisKeys(options.redisKeyPrefix ?? "mecatl-drivers:");
-    const redis = await connectRedis({ ...options.redis, url: store });
+    const keys = new RedisKeys(options.redisKeyPrefix ?? DEFAULT_REDIS_KEY_PREFIX);
+    const redis = await connectRedis({ ...options.redis, url: store, storeTimeoutMs });
     return { kind: "redis", redis, keys, durable: (options.redis?.durability ?? "strict") === "strict", description: store, storeTimeoutMs };
   }
   throw new StartupError(`--store ${JSON.stringify(store)} is not a known store; use sqlite:PATH, sqlite::memory:, redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]`);
 }
 
 /**
- * True when the backend can currently serve requests: SQLite worker alive;
- * Redis connected and, in strict mode, still found durable.
+ * Why writes to the backend cannot succeed now, or undefined when they can
+ * (issue 9): SQLite worker stopped, database closed or disk full
+ * (`SqliteDatabase.problem`); Redis not connected or, in strict mode, not
+ * found durable by the last check (`DurabilityWatch.problem`) or not yet
+ * checked since it reconnected. One sentence,
+ * stable while the condition lasts (logged once per change).
  */
+export function backendProblem(backend: Backend): string | undefined {
+  if (backend.kind === "sqlite") return backend.db.problem;
+  const lost = "Redis connection lost; reconnecting (and, in strict mode, verifying durability again)";
+  if (backend.redis.status !== "ready") return lost;
+  const watch = durabilityWatch(backend.redis);
+  if (watch === undefined) return undefined;
+  return watch.problem ?? (watch.verified ? undefined : lost);
+}
+
+/** True when {@link backendProblem} finds nothing: health is SERVING. */
 export function backendHealthy(backend: Backend): boolean {
-  if (backend.kind === "sqlite") return backend.db.healthy;
-  return backend.redis.status === "ready" && durabilityWatch(backend.redis)?.problem === undefined;
+  return backendProblem(backend) === undefined;
 }
 
 /**
@@ -92,7 +111,7 @@ export function backendHealthy(backend: Backend): boolean {
  */
 export function onBackendHealthChange(backend: Backend, listener: () => void): () => void {
   const emitter = backend.kind === "sqlite" ? backend.db : backend.redis;
-  const events = backend.kind === "sqlite" ? ["fault"] : ["ready", "close", "end", "reconnecting", "error"];
+  const events = backend.kind === "sqlite" ? ["health"] : ["ready", "close", "end", "reconnecting", "error"];
   for (const e of events) emitter.on(e, listener);
   const watch = backend.kind === "redis" ? durabilityWatch(backend.redis) : undefined;
   watch?.on("change", listener);

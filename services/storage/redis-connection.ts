@@ -1,8 +1,12 @@
 import { Redis, type RedisOptions } from "ioredis";
 import { EventEmitter } from "node:events";
 import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
 import { isLoopbackHost } from "../server/addresses.js";
 import { defineRedisScripts, guardRedisWrites } from "./redis-script.js";
+import { StoreFailure } from "./store-failure.js";
+import { speaksPlaintextRedis } from "./redis-plaintext-probe.js";
+import { readCertificates } from "../../common/pem.js";
 
 /** How strictly the Redis server's persistence is checked at start (DESIGN.md principle 1). */
 export type RedisDurability = "strict" | "relaxed";
@@ -23,6 +27,15 @@ export interface RedisConnectOptions {
   durability?: RedisDurability;
   /** Milliseconds to wait for the first connection (default 5000). */
   connectTimeoutMs?: number;
+  /**
+   * `--store-timeout` in milliseconds: a connection that has commands in
+   * flight and receives nothing for this long is taken for dead, closed and
+   * reopened (ioredis `socketTimeout`), so a stalled or black-holed
+   * connection does not hold every later command (default: no limit). In
+   * strict mode one durability check may take half of it (default 2500 ms)
+   * before the server counts as not durable ({@link durabilityCheckTimeoutMs}).
+   */
+  storeTimeoutMs?: number;
 }
 
 /**
@@ -34,29 +47,44 @@ export class StartupError extends Error {
 }
 
 /**
- * Parses and checks a Redis store URL without connecting.
+ * Parses and checks a Redis store URL without connecting:
+ * `redis://HOST[:PORT][/DB]` or `rediss://...` (TLS), port 1-65535 (default
+ * 6379), DB a decimal database number (default 0; whether the server has it
+ * is checked on connect, see {@link verifyDatabase}). Nothing else is
+ * understood, so anything else is refused rather than ignored (issue 10,
+ * deliverable 4): user info (credentials come from files), a query string,
+ * a fragment, a path that is not a database number.
  *
- * @throws StartupError when the URL is malformed, carries credentials, or is
- *   cleartext to a non-loopback host without `allowPlaintext`.
+ * @throws StartupError naming `--store` and the fix when the URL is malformed,
+ *   has a part that is not understood, carries credentials, or is cleartext to
+ *   a non-loopback host without `allowPlaintext`.
  */
 export function parseRedisUrl(url: string, allowPlaintext: boolean): { host: string; port: number; db: number; tls: boolean } {
+  const quoted = JSON.stringify(url);
+  const form = "use redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]";
   let u: URL;
   try {
     u = new URL(url);
   } catch {
-    throw new StartupError(`--store ${JSON.stringify(url)} is not a valid URL; use redis://HOST:PORT[/DB]`);
+    throw new StartupError(`--store ${quoted} is not a valid URL; ${form}`);
   }
   const tls = u.protocol === "rediss:";
-  if (!tls && u.protocol !== "redis:") throw new StartupError(`--store ${JSON.stringify(url)}: the scheme must be redis:// or rediss://`);
-  if (u.username !== "" || u.password !== "") {
+  if (!tls && u.protocol !== "redis:") throw new StartupError(`--store ${quoted}: the scheme must be redis:// or rediss://`);
+  if (!/^rediss?:\/\//.test(url)) throw new StartupError(`--store ${quoted} is not understood; ${form}`);
+  if (u.username !== "" || u.password !== "" || /^rediss?:\/\/[^/?#]*@/.test(url)) {
     throw new StartupError("--store must not carry credentials; put them in files and pass --redis-username-file / --redis-password-file");
   }
+  if (url.includes("?")) throw new StartupError(`--store ${quoted}: query parameters are not understood; remove everything from the "?" (${form}; other settings are flags, see serve --help)`);
+  if (url.includes("#")) throw new StartupError(`--store ${quoted}: a fragment is not understood; remove everything from the "#" (${form})`);
   const host = u.hostname.replace(/^\[(.*)\]$/, "$1");
-  if (host === "") throw new StartupError(`--store ${JSON.stringify(url)} names no host`);
+  if (host === "") throw new StartupError(`--store ${quoted} names no host; ${form}`);
   const port = u.port === "" ? 6379 : Number(u.port);
+  if (port === 0) throw new StartupError(`--store ${quoted}: port 0 cannot be reached; give the port Redis listens on (default 6379)`);
   const dbText = u.pathname.replace(/^\//, "");
+  if (dbText !== "" && !/^(0|[1-9][0-9]{0,8})$/.test(dbText)) {
+    throw new StartupError(`--store ${quoted}: the path must be a database number such as /0 (the default) or /1, not ${JSON.stringify(u.pathname)}`);
+  }
   const db = dbText === "" ? 0 : Number(dbText);
-  if (!Number.isInteger(db) || db < 0) throw new StartupError(`--store ${JSON.stringify(url)}: the database number must be a non-negative integer`);
   if (!tls && !allowPlaintext && !isLoopbackHost(host)) {
     throw new StartupError(
       `refusing cleartext Redis to non-loopback host ${host}; use rediss:// (with --redis-tls-ca if needed) or pass --redis-allow-plaintext`,
@@ -79,7 +107,9 @@ function readSecret(file: string | undefined, flag: string): string | undefined 
  * `durability` strict (the default) the server must run with `appendonly yes`
  * and `appendfsync always`, so that an acknowledged write is on disk
  * (DESIGN.md "Backends"). In strict mode a {@link DurabilityWatch} keeps
- * checking afterwards. Every declared Lua script is defined on the
+ * checking afterwards, and every write script is refused with a
+ * StoreFailure (UNAVAILABLE) while it cannot vouch for the server
+ * ({@link DurabilityWatch.admit}). Every declared Lua script is defined on the
  * connection before it is returned. The client reconnects forever with capped
  * backoff after that; callers watch `status` for health.
  *
@@ -90,18 +120,29 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
   const target = parseRedisUrl(options.url, options.allowPlaintext ?? false);
   const username = readSecret(options.usernameFile, "--redis-username-file");
   const password = readSecret(options.passwordFile, "--redis-password-file");
-  const ca = options.tlsCaFile === undefined ? undefined : readSecret(options.tlsCaFile, "--redis-tls-ca");
+  if (options.tlsCaFile !== undefined && !target.tls) throw new StartupError("--redis-tls-ca applies to rediss:// only; use a rediss:// --store or drop the flag");
+  const ca = options.tlsCaFile === undefined ? undefined : readCertificates(options.tlsCaFile, "--redis-tls-ca", StartupError).pem;
+  await refusePlaintextForTls(target, options.url);
   const redisOptions: RedisOptions = {
     host: target.host,
     port: target.port,
     db: target.db,
     username,
     password,
-    tls: target.tls ? { ca, servername: target.host, minVersion: "TLSv1.2" } : undefined,
+    // SNI carries names only (RFC 6066); Node warns on stderr when given an IP address.
+    tls: target.tls ? { ca, servername: isIP(target.host) === 0 ? target.host : undefined, minVersion: "TLSv1.2" } : undefined,
     lazyConnect: true,
     enableAutoPipelining: true,
-    maxRetriesPerRequest: 1,
-    enableOfflineQueue: true,
+    // Exactly-once and bounded calls (issue 9; storage/redis-operation.ts retries,
+    // with the same operation id, until --store-timeout): ioredis must never send
+    // a command again by itself (a lost reply would apply it twice), must fail a
+    // command in flight as soon as its connection closes (maxRetriesPerRequest 0:
+    // the command may have been applied), and must refuse at once a command while
+    // disconnected (no offline queue: certainly not applied) rather than hold it.
+    autoResendUnfulfilledCommands: false,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    socketTimeout: options.storeTimeoutMs,
     connectTimeout: options.connectTimeoutMs ?? 5000,
     retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
   };
@@ -131,6 +172,12 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
         : `Redis at ${target.host}:${target.port} is not ready (${message}); retry once it has loaded its data`,
     );
   }
+  try {
+    await verifyDatabase(redis, target.db, options.url);
+  } catch (err) {
+    redis.disconnect();
+    throw err;
+  }
   if ((options.durability ?? "strict") === "strict") {
     try {
       await verifyDurability(redis);
@@ -138,11 +185,9 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
       redis.disconnect();
       throw err;
     }
-    const watch = new DurabilityWatch(redis);
+    const watch = new DurabilityWatch(redis, { timeoutMs: durabilityCheckTimeoutMs(options.storeTimeoutMs ?? 5000) });
     watches.set(redis, watch);
-    guardRedisWrites(redis, () => {
-      if (watch.problem !== undefined) throw new Error(`write refused: ${watch.problem}`);
-    });
+    guardRedisWrites(redis, () => watch.admit());
   }
   // Before any service command: see defineRedisScripts for why this cannot wait for first use.
   defineRedisScripts(redis);
@@ -150,24 +195,81 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
 }
 
 /**
- * Reads `appendonly` and `appendfsync` with CONFIG GET.
+ * Fails when `rediss://` points at a Redis that speaks cleartext (see
+ * {@link speaksPlaintextRedis}), instead of letting the TLS handshake wait
+ * for the connect timeout.
+ *
+ * @throws StartupError naming `--store` and the likely cause (issue 10, deliverable 4).
+ */
+async function refusePlaintextForTls(target: { host: string; port: number; tls: boolean }, url: string): Promise<void> {
+  if (!target.tls || !(await speaksPlaintextRedis(target.host, target.port))) return;
+  throw new StartupError(
+    `--store ${JSON.stringify(url)}: Redis at ${target.host}:${target.port} answers in cleartext, not TLS; enable TLS on the server (tls-port) or use redis:// (with --redis-allow-plaintext for a non-loopback host)`,
+  );
+}
+
+/**
+ * Checks that the database named by the URL exists: ioredis sends `SELECT`
+ * on connect but ignores its failure and stays on database 0, which would mix
+ * this store with whatever lives there (issue 10). Database 0 always exists.
+ *
+ * @throws StartupError naming `--store`, the database count (`CONFIG GET
+ *   databases`, when allowed) and the fix.
+ */
+export async function verifyDatabase(redis: Redis, db: number, url: string): Promise<void> {
+  if (db === 0) return;
+  try {
+    await redis.select(db);
+  } catch (err) {
+    const count = await redis.config("GET", "databases").then((r) => (r as string[])[1], () => undefined);
+    const has = count === undefined ? "" : ` (it has ${count}: 0 to ${Number(count) - 1})`;
+    throw new StartupError(
+      `--store ${JSON.stringify(url)}: Redis has no database ${db}${has}: ${(err as Error).message}; choose a database that exists, or raise "databases" in the Redis configuration`,
+    );
+  }
+}
+
+/**
+ * What is wrong with a Redis server's persistence settings for OK-means-durable
+ * (DESIGN.md principle 1), or undefined when `appendonly` is `yes` and
+ * `appendfsync` is `always`. The sentence names each wrong setting, e.g.
+ * `Redis is not durable: appendfsync is "everysec" (needs "always")`.
+ */
+export function durabilityProblem(appendonly: string | undefined, appendfsync: string | undefined): string | undefined {
+  const wrong: string[] = [];
+  if (appendonly !== "yes") wrong.push(`appendonly is ${JSON.stringify(appendonly ?? "unset")} (needs "yes")`);
+  if (appendfsync !== "always") wrong.push(`appendfsync is ${JSON.stringify(appendfsync ?? "unset")} (needs "always")`);
+  return wrong.length === 0 ? undefined : `Redis is not durable: ${wrong.join(", ")}`;
+}
+
+/**
+ * Reads `appendonly` and `appendfsync` with one CONFIG GET each.
+ *
+ * @returns {@link durabilityProblem} of the settings read: undefined when durable.
+ * @throws the Redis error when CONFIG GET fails (connection lost, NOPERM).
+ */
+export async function readDurability(redis: Redis): Promise<string | undefined> {
+  const [appendonly, appendfsync] = await Promise.all([redis.config("GET", "appendonly"), redis.config("GET", "appendfsync")]);
+  return durabilityProblem((appendonly as string[])[1], (appendfsync as string[])[1]);
+}
+
+/**
+ * The start-up check: {@link readDurability}, turned into a one-line remedy.
  *
  * @throws StartupError naming the setting to change (or `--redis-durability=relaxed`).
  */
 export async function verifyDurability(redis: Redis): Promise<void> {
-  let appendonly: string | undefined;
-  let appendfsync: string | undefined;
+  let problem: string | undefined;
   try {
-    appendonly = ((await redis.config("GET", "appendonly")) as string[])[1];
-    appendfsync = ((await redis.config("GET", "appendfsync")) as string[])[1];
+    problem = await readDurability(redis);
   } catch (err) {
     throw new StartupError(
       `cannot verify Redis durability (CONFIG GET failed: ${(err as Error).message}); allow CONFIG GET for this user or pass --redis-durability=relaxed`,
     );
   }
-  if (appendonly !== "yes" || appendfsync !== "always") {
+  if (problem !== undefined) {
     throw new StartupError(
-      `Redis is not durable (appendonly=${appendonly}, appendfsync=${appendfsync}): an acknowledged write could be lost; set "appendonly yes" and "appendfsync always" on the Redis server, or pass --redis-durability=relaxed to accept that risk`,
+      `${problem}: an acknowledged write could be lost; set "appendonly yes" and "appendfsync always" on the Redis server, or pass --redis-durability=relaxed to accept that risk`,
     );
   }
 }
@@ -183,62 +285,183 @@ export function durabilityWatch(redis: Redis): DurabilityWatch | undefined {
 }
 
 /**
+ * Milliseconds one durability check may take: half of `--store-timeout`
+ * (`storeTimeoutMs`), at least 1. Half, so that a Redis that stops answering
+ * is reported as "the durability check did not answer" (and writes are
+ * refused) before calls waiting on the same connection reach their own limit.
+ */
+export function durabilityCheckTimeoutMs(storeTimeoutMs: number): number {
+  return Math.max(1, Math.floor(storeTimeoutMs / 2));
+}
+
+/** Options for {@link DurabilityWatch}. */
+export interface DurabilityWatchOptions {
+  /** Milliseconds between two periodic checks (default {@link DURABILITY_CHECK_MS}). */
+  intervalMs?: number;
+  /**
+   * Milliseconds one check may take before it counts as failed: the server is
+   * then treated as not durable (default 2500; `connectRedis` passes
+   * {@link durabilityCheckTimeoutMs}).
+   */
+  timeoutMs?: number;
+}
+
+/**
  * Keeps checking that a Redis server found durable at start stays durable
- * (DESIGN.md principle 1): after every reconnect, since the server may have
- * been restarted with another configuration (say without `appendonly`, and
- * so without its data), and every `intervalMs` (a `CONFIG SET`). While the
- * last check failed, {@link problem} says why: health is NOT_SERVING and
- * every write script is refused; the next good check lifts both. Emits
- * `change` whenever {@link problem} changes.
+ * (DESIGN.md principle 1, issue 9): after every reconnect, since the server
+ * may have been restarted with another configuration (say without
+ * `appendonly`, and so without its data), and every `intervalMs` (a
+ * `CONFIG SET`). Emits `change` whenever {@link problem} or {@link verified}
+ * changes, and `close` when the connection is lost.
  *
- * Commands queued by ioredis while the connection was down are sent as soon
- * as it is back, before the first check can answer; those few writes are not
- * covered.
+ * It fails closed. Every check has a time limit (`timeoutMs`), and a check
+ * that does not answer in time counts as "not durable". Checks never wait for
+ * each other: a check that hangs is abandoned at its time limit, the next one
+ * starts on schedule, and the result of the most recently started check that
+ * has answered is the one in force (a late answer from an older check is
+ * ignored). From a lost connection until a check on the new connection
+ * passes, the server is not {@link verified}, and {@link admit} keeps writes
+ * from reaching a restarted server before its configuration was read.
  */
 export class DurabilityWatch extends EventEmitter {
-  /** Why the server is not known to be durable, or undefined when the last check passed. */
+  /** Why the server is not durable (or not known to be), from the last check that answered; undefined when it passed. */
   problem: string | undefined;
+  /** False from a lost connection until a check started on the new connection passes. */
+  verified = true;
   private readonly timer: NodeJS.Timeout;
-  private running: Promise<void> | undefined;
-  private again = false;
+  private readonly timeoutMs: number;
+  /** Sequence number of the last check started. */
+  private started = 0;
+  /** Sequence number of the check whose result {@link problem} holds. */
+  private applied = 0;
+  /** Counts lost connections; a check only verifies the connection it started on. */
+  private connection = 0;
+  /** The check started by the timer and not yet settled, if any. */
+  private periodic: Promise<void> | undefined;
 
   constructor(
     private readonly redis: Redis,
-    intervalMs = DURABILITY_CHECK_MS,
+    options: DurabilityWatchOptions = {},
   ) {
     super();
+    this.timeoutMs = options.timeoutMs ?? 2500;
     redis.on("ready", () => void this.check());
+    // Writes waiting in admit() listen too, any number of them.
+    this.setMaxListeners(0);
+    redis.on("close", () => {
+      this.connection++;
+      this.update(this.problem, false);
+      this.emit("close");
+    });
     redis.once("end", () => clearInterval(this.timer));
-    this.timer = setInterval(() => void this.check(), intervalMs);
+    this.timer = setInterval(() => {
+      // One periodic check at a time; each is bounded by timeoutMs, so this never stalls for long.
+      this.periodic ??= this.check().finally(() => (this.periodic = undefined));
+    }, options.intervalMs ?? DURABILITY_CHECK_MS);
     this.timer.unref();
   }
 
-  /** Checks now (or once more after a check in progress); resolves when done. */
-  check(): Promise<void> {
-    if (this.running !== undefined) {
-      this.again = true;
-      return this.running;
+  /**
+   * Why a write must be refused now, or undefined when it need not be: the
+   * last check found a problem or did not answer (`not_durable`), or the
+   * connection is down and ioredis would hold the write in its offline
+   * queue, to send it on reconnect before any check can run (`unreachable`;
+   * without an offline queue ioredis refuses such a write itself). A write
+   * while the server is not yet checked again after a reconnect waits for
+   * that check instead ({@link admit}). Nothing has been sent when it
+   * refuses.
+   */
+  refusal(): StoreFailure | undefined {
+    const refused = "the write was refused and nothing was written";
+    if (this.redis.status !== "ready") {
+      return this.redis.options.enableOfflineQueue ? new StoreFailure("unreachable", `Redis is unreachable (connection lost, reconnecting); ${refused}`) : undefined;
     }
-    this.running = (async () => {
-      do {
-        this.again = false;
-        if (this.redis.status !== "ready") continue;
-        try {
-          await verifyDurability(this.redis);
-          this.set(undefined);
-        } catch (err) {
-          // A check cut short by a lost connection proves nothing; the reconnect checks again.
-          if (this.redis.status === "ready") this.set((err as Error).message);
-        }
-      } while (this.again);
-      this.running = undefined;
-    })();
-    return this.running;
+    if (this.problem !== undefined) return new StoreFailure("not_durable", `${this.problem}; ${refused}`);
+    return undefined;
   }
 
-  private set(problem: string | undefined): void {
-    if (problem === this.problem) return;
+  /**
+   * Decides whether a write may be sent now (the write guard of every write
+   * script, redis-script.ts): throws {@link refusal} when there is one;
+   * returns undefined when the write may go at once; and while the
+   * connection is ready but not yet checked since it reconnected, returns a
+   * promise that resolves once that check passes, or rejects with the
+   * refusal it leads to (a problem, a check that did not answer, the
+   * connection lost again). It settles within the check's time limit.
+   */
+  admit(): void | Promise<void> {
+    const refusal = this.refusal();
+    if (refusal !== undefined) throw refusal;
+    if (this.redis.status !== "ready" || this.verified) return undefined;
+    return new Promise<void>((resolve, reject) => {
+      const settle = () => {
+        const pending = this.redis.status === "ready" && !this.verified && this.problem === undefined;
+        if (pending && !late) return;
+        this.off("change", settle);
+        this.off("close", settle);
+        clearTimeout(timer);
+        const r = pending ? this.pendingRefusal() : this.refusal();
+        if (r === undefined) resolve();
+        else reject(r);
+      };
+      let late = false;
+      const timer = setTimeout(() => {
+        late = true;
+        settle();
+      }, this.timeoutMs);
+      timer.unref();
+      this.on("change", settle);
+      this.on("close", settle);
+    });
+  }
+
+  /** The refusal for a write while the server has not been checked since it reconnected. */
+  private pendingRefusal(): StoreFailure {
+    return new StoreFailure("not_durable", "Redis reconnected and its durability is not yet verified again; the write was refused and nothing was written");
+  }
+
+  /**
+   * Starts a check now, independent of any check in progress. Resolves (never
+   * rejects) when it has answered or reached its time limit; does nothing
+   * while the connection is not ready.
+   */
+  check(): Promise<void> {
+    if (this.redis.status !== "ready") return Promise.resolve();
+    const seq = ++this.started;
+    const connection = this.connection;
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.apply(seq, connection, `Redis is not known to be durable: the durability check (CONFIG GET appendonly, appendfsync) did not answer within ${this.timeoutMs} ms`);
+        resolve();
+      }, this.timeoutMs);
+      timer.unref();
+      readDurability(this.redis).then(
+        (problem) => {
+          clearTimeout(timer);
+          this.apply(seq, connection, problem);
+          resolve();
+        },
+        (err: Error) => {
+          clearTimeout(timer);
+          // Cut short by a lost connection, it proves nothing: the reconnect checks again.
+          if (this.redis.status === "ready") this.apply(seq, connection, `Redis is not known to be durable: the durability check failed (CONFIG GET: ${err.message})`);
+          resolve();
+        },
+      );
+    });
+  }
+
+  /** Puts the result of check `seq` in force unless a later-started check has already answered. */
+  private apply(seq: number, connection: number, problem: string | undefined): void {
+    if (seq <= this.applied) return;
+    this.applied = seq;
+    this.update(problem, this.verified || (problem === undefined && connection === this.connection));
+  }
+
+  private update(problem: string | undefined, verified: boolean): void {
+    if (problem === this.problem && verified === this.verified) return;
     this.problem = problem;
+    this.verified = verified;
     this.emit("change");
   }
 }

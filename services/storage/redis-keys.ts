@@ -75,19 +75,42 @@ export class RedisKeys {
     return [this.snapshot(sessionId), this.eventLogMeta(sessionId), this.eventLog(sessionId)];
   }
 
+  /**
+   * String holding the recorded reply of one write operation on one session
+   * (its snapshot, event log or lease), for the replay of
+   * a retried operation (`OP_RECORD_LUA` in redis-script.ts); expires after
+   * `opRecordTtlMs`. Not in
+   * {@link sessionData}: it expires on its own.
+   *
+   * @param opId the operation id (16 hex characters) the server chose for the RPC.
+   */
+  sessionOp(sessionId: string, opId: string): string {
+    return `${this.base}session:{${sessionId}}:op:${opId}`;
+  }
+
   /** Channels told (with an empty message) when the session is deleted, so followers elsewhere notice. */
   sessionDeleteChannels(sessionId: string): string[] {
     return [this.eventLogChannel(sessionId)];
   }
 
   /**
-   * Hash describing the session metadata index (issue 12): `partitions` (how
+   * Hash describing the session metadata index (issue 12), under its own hash
+   * tag `{m-config}`: `partitions` (how
    * many partitions the index has; fixed when the store is first used),
    * `store_id` (random; part of every PageMetadata generation) and
    * `migrated` (the metadata layout version whose backfill has finished).
    */
   sessionMetaConfig(): string {
-    return `${this.base}session-meta:config`;
+    return `${this.base}session-meta:{m-config}`;
+  }
+
+  /**
+   * String holding the recorded reply of one write of the metadata index's
+   * configuration (`OP_RECORD_LUA` in redis-script.ts), hash-tagged like
+   * {@link sessionMetaConfig}; expires after `opRecordTtlMs`.
+   */
+  sessionMetaConfigOp(opId: string): string {
+    return `${this.base}session-meta:{m-config}:op:${opId}`;
   }
 
   /**
@@ -112,6 +135,17 @@ export class RedisKeys {
    */
   schedule(name: string): string {
     return `${this.base}schedule:{${name}}`;
+  }
+
+  /**
+   * String holding the recorded reply of one write operation on one
+   * schedule (every schedule mutation, fire records included, is keyed by its
+   * schedule's name); expires after `opRecordTtlMs`.
+   *
+   * @param opId the operation id (16 hex characters) the server chose for the RPC.
+   */
+  scheduleOp(name: string, opId: string): string {
+    return `${this.base}schedule:{${name}}:op:${opId}`;
   }
 
   /** Set of the fire ids whose record names this schedule (ListFires index). */

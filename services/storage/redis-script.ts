@@ -6,25 +6,96 @@ import type { Redis } from "ioredis";
  * source (DESIGN.md principle 4). Declare scripts with {@link redisScript} so
  * that {@link defineRedisScripts} can put every one of them on a connection
  * before it carries traffic.
+ *
+ * Every script not marked `readOnly` is a write and runs under the operation
+ * record convention ({@link OP_RECORD_LUA}): it is called with one more KEY
+ * and one more ARGV than its own contract says, which the shared prologue
+ * removes before the script's own code runs.
  */
 export interface RedisScript {
   /** Command name registered on the client, unique per script. */
   readonly name: string;
+  /** The script's own code; write scripts get {@link OP_RECORD_LUA} in front of it. */
   readonly lua: string;
-  /** True for a script that never writes; it runs even while writes are refused (see {@link guardRedisWrites}). */
+  /** True for a script that never writes; it runs even while writes are refused (see {@link guardRedisWrites}) and takes no operation record. */
   readonly readOnly?: boolean;
 }
 
-/** Per connection: a check run before every script that writes; it throws to refuse the write. */
-const writeGuards = new WeakMap<Redis, () => void>();
+/**
+ * Operation records (issue 9, DESIGN.md principle 2): how a write stays
+ * exactly-once when its reply is lost and the caller retries.
+ *
+ * The server picks a fresh random operation id for each RPC and reuses it
+ * for every retry of that RPC (retries after a lost connection, every round
+ * of the schedule store's compare-and-set loop). Each write script is called
+ * with the operation's record key appended to KEYS and the record's TTL in
+ * milliseconds appended to ARGV; the record key carries the hash tag of the
+ * keys the script writes (`RedisKeys.sessionOp`, `RedisKeys.scheduleOp`), so
+ * the script stays on one Redis Cluster slot. This prologue, put in front of
+ * every write script:
+ *
+ * - pops the record key into `OP_KEY` and the TTL into `OP_TTL`, so `KEYS`
+ *   and `ARGV` are exactly as the script documents them at its top;
+ * - if the record exists, returns the reply recorded there and runs nothing
+ *   else: the operation was already applied, by an attempt whose reply was
+ *   lost;
+ * - defines `op_done(reply)`, which the script calls on every path that
+ *   writes, as `return op_done(reply)`: it stores `cmsgpack.pack(reply)`
+ *   under the record key with `SET ... PX OP_TTL`, in the same atomic script
+ *   as the write, and returns the reply. A path that writes nothing (a
+ *   refusal, a compare-and-set guard that failed) returns its reply without
+ *   recording, so a retry judges afresh; as nothing was applied, that is
+ *   still the truth.
+ *
+ * Replies are tables of strings and integers, or one string or integer
+ * (what `cmsgpack` carries without loss).
+ */
+export const OP_RECORD_LUA = `local OP_KEY = table.remove(KEYS)
+local OP_TTL = table.remove(ARGV)
+local OP_RECORDED = redis.call('GET', OP_KEY)
+if OP_RECORDED then return cmsgpack.unpack(OP_RECORDED) end
+local function op_done(reply)
+  redis.call('SET', OP_KEY, cmsgpack.pack(reply), 'PX', OP_TTL)
+  return reply
+end
+`;
+
+/** Shortest lifetime of an operation record: one minute (see {@link opRecordTtlMs}). */
+export const OP_RECORD_MIN_TTL_MS = 60_000;
+
+/**
+ * How long an operation record lives, in milliseconds: ten times
+ * `--store-timeout`, and at least {@link OP_RECORD_MIN_TTL_MS}. Every retry
+ * of one operation happens within `--store-timeout` of its first attempt
+ * (storage/redis-operation.ts), so the record outlives every retry that can
+ * need it many times over, and then expires: at 5,000 writes/s and the
+ * default 5 s timeout, about 300,000 small keys are alive at a time.
+ */
+export function opRecordTtlMs(storeTimeoutMs: number): number {
+  return Math.max(OP_RECORD_MIN_TTL_MS, 10 * storeTimeoutMs);
+}
+
+/** The operation record a write script is run with: its key (hash-tagged like the keys written) and TTL in milliseconds. */
+export interface OpRecord {
+  readonly key: string;
+  readonly ttlMs: number;
+}
+
+/**
+ * Per connection: a check run before every script that writes. It throws to
+ * refuse the write, or returns a promise the write waits for (rejecting
+ * refuses it).
+ */
+const writeGuards = new WeakMap<Redis, () => void | Promise<void>>();
 
 /**
  * Installs `check` on `redis`: every script not marked `readOnly` runs it
- * first and fails with whatever it throws, before anything is sent. Used to
- * refuse writes while the server is not known to be durable
- * (redis-connection.ts).
+ * first and fails with whatever it throws, or waits for the promise it
+ * returns and fails if that rejects, before anything is sent. Used to refuse
+ * writes while the server is not known to be durable, and to hold them while
+ * it is checked again after a reconnect (redis-connection.ts).
  */
-export function guardRedisWrites(redis: Redis, check: () => void): void {
+export function guardRedisWrites(redis: Redis, check: () => void | Promise<void>): void {
   writeGuards.set(redis, check);
 }
 
@@ -44,7 +115,7 @@ type ScriptRunner = (numberOfKeys: number, ...keysAndArgs: Array<string | Buffer
 
 function define(redis: Redis, script: RedisScript): void {
   const r = redis as unknown as Record<string, ScriptRunner>;
-  if (typeof r[script.name] !== "function") redis.defineCommand(script.name, { lua: script.lua });
+  if (typeof r[script.name] !== "function") redis.defineCommand(script.name, { lua: script.readOnly === true ? script.lua : OP_RECORD_LUA + script.lua });
 }
 
 /**
@@ -62,26 +133,41 @@ export function defineRedisScripts(redis: Redis): void {
 }
 
 function runner(redis: Redis, script: RedisScript, buffers: boolean): ScriptRunner {
-  if (script.readOnly !== true) writeGuards.get(redis)?.();
+  const admitted = script.readOnly === true ? undefined : writeGuards.get(redis)?.();
   // Scripts not declared with redisScript (tests) are defined here, on first use.
   define(redis, script);
   const r = redis as unknown as Record<string, ScriptRunner>;
   const name = buffers ? `${script.name}Buffer` : script.name;
-  return r[name]!.bind(redis);
+  const run = r[name]!.bind(redis);
+  return admitted === undefined ? run : (...keysAndArgs) => admitted.then(() => run(...keysAndArgs));
+}
+
+type ScriptArg = string | Buffer | Uint8Array | number;
+
+function call(redis: Redis, script: RedisScript, buffers: boolean, keys: string[], args: ScriptArg[], op: OpRecord | undefined): Promise<unknown> {
+  if ((script.readOnly === true) !== (op === undefined)) {
+    throw new Error(`${script.name}: ${op === undefined ? "a write script needs an operation record" : "a read-only script takes no operation record"}`);
+  }
+  const run = runner(redis, script, buffers);
+  return op === undefined ? run(keys.length, ...keys, ...args) : run(keys.length + 1, ...keys, op.key, ...args, op.ttlMs);
 }
 
 /**
- * Runs `script` with the given KEYS and ARGV; string replies come back as
- * JavaScript strings.
+ * Runs `script` once with the given KEYS and ARGV (its own contract) and,
+ * for a write script, its operation record (see {@link OP_RECORD_LUA});
+ * string replies come back as JavaScript strings. Stores call it through
+ * `RedisOperation` (redis-operation.ts), which bounds and retries it.
  *
- * @throws the Redis error (e.g. connection lost), or the write guard's error,
- *   which services map to INTERNAL.
+ * @throws Error when `op` is missing for a write script or given for a
+ *   read-only one (a programming error); the write guard's
+ *   {@link StoreFailure} (`not_durable`); or the Redis error (connection
+ *   lost, error reply), which redis-operation.ts classifies.
  */
-export function runScript(redis: Redis, script: RedisScript, keys: string[], args: Array<string | Buffer | Uint8Array | number>): Promise<unknown> {
-  return runner(redis, script, false)(keys.length, ...keys, ...args);
+export function runScript(redis: Redis, script: RedisScript, keys: string[], args: ScriptArg[], op?: OpRecord): Promise<unknown> {
+  return call(redis, script, false, keys, args, op);
 }
 
 /** Like {@link runScript}, but bulk-string replies come back as Buffers (for payloads). */
-export function runScriptBuffer(redis: Redis, script: RedisScript, keys: string[], args: Array<string | Buffer | Uint8Array | number>): Promise<unknown> {
-  return runner(redis, script, true)(keys.length, ...keys, ...args);
+export function runScriptBuffer(redis: Redis, script: RedisScript, keys: string[], args: ScriptArg[], op?: OpRecord): Promise<unknown> {
+  return call(redis, script, true, keys, args, op);
 }

@@ -2,7 +2,11 @@ import { Worker, MessageChannel } from "node:worker_threads";
 import { EventEmitter } from "node:events";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import type { SqliteOps } from "./sqlite-registry.js";
+import { sqliteOps, type SqliteOps } from "./sqlite-registry.js";
+import type { SqliteDurabilitySettings } from "./sqlite-schema.js";
+import { sqliteFailure, sqliteTimeout, type SqliteFailureContext } from "./sqlite-failure.js";
+import { StoreFailure, isStoreFailure } from "./store-failure.js";
+import type { ProbeResult } from "./sqlite-probe.js";
 
 type ArgsOf<K extends keyof SqliteOps> = Parameters<SqliteOps[K]["run"]>[1];
 type ResultOf<K extends keyof SqliteOps> = ReturnType<SqliteOps[K]["run"]>;
@@ -11,8 +15,31 @@ type ResultOf<K extends keyof SqliteOps> = ReturnType<SqliteOps[K]["run"]>;
 export interface SqliteOpenOptions {
   /** File path, or `:memory:` for a private, non-durable database (tests only). */
   path: string;
-  /** Milliseconds a write waits for another process's lock before failing (default 5000). */
+  /**
+   * Milliseconds one operation may take, queueing included, before its call
+   * fails (`--store-timeout`, default 5000): a write with
+   * `StoreFailure("outcome_unknown")`, a read with `unreachable`.
+   */
+  storeTimeoutMs?: number;
+  /**
+   * Milliseconds a write waits for another process's lock before failing with
+   * `StoreFailure("unreachable")` (default: three quarters of
+   * `storeTimeoutMs`, so that the lock's own error arrives before the call's
+   * deadline).
+   */
   busyTimeoutMs?: number;
+}
+
+/** Milliseconds between two write probes while writes fail for lack of space or an I/O error (see {@link SqliteDatabase.problem}). */
+export const DISK_PROBE_INTERVAL_MS = 1000;
+
+/** One call waiting for the worker's answer. */
+interface PendingCall {
+  resolve: (v: unknown) => void;
+  reject: (e: Error) => void;
+  /** Epoch milliseconds after which the call fails with {@link sqliteTimeout}. */
+  deadline: number;
+  write: boolean;
 }
 
 /**
@@ -22,21 +49,40 @@ export interface SqliteOpenOptions {
  * for a write is after its group commit has been fsynced.
  *
  * Emits `notify` events `(topic: string, data: unknown)` for changes the
- * committed operations reported (used by event-log follow), and `fault`
- * `(err: Error)` if the worker dies, after which every call rejects.
+ * committed operations reported (used by event-log follow), `fault`
+ * `(err: StoreFailure)` if the worker dies, after which every call rejects,
+ * and `health` whenever {@link problem} changes: the worker died, or writes
+ * started failing (disk full, I/O error) or succeed again.
+ *
+ * Every call has a deadline (`storeTimeoutMs`); infrastructure errors reach
+ * the caller as {@link StoreFailure}s classified by sqlite-failure.ts
+ * (issue 9). After an operation fails because the disk is full or with an
+ * I/O error, a tiny write is probed every {@link DISK_PROBE_INTERVAL_MS} ms
+ * (sqlite-probe.ts) until one succeeds, so that health turns SERVING again as
+ * soon as writes can.
  */
 export class SqliteDatabase extends EventEmitter {
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
-  private failure: Error | undefined;
+  /** Calls in the order they were made, which is also the order of their deadlines. */
+  private readonly pending = new Map<number, PendingCall>();
+  private failure: StoreFailure | undefined;
   /** Requests made in this turn of the event loop, posted together in one message. */
-  private outbox: Array<{ id: number; op: string; args: unknown }> = [];
+  private outbox: Array<{ id: number; op: string; args: unknown; deadline: number }> = [];
   private closed: Promise<void> | undefined;
+  /** Fires at the earliest deadline of {@link pending}. */
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  /** Why writes cannot succeed (disk full, I/O error), until a probe write succeeds. */
+  private writeProblem: string | undefined;
+  private probeTimer: NodeJS.Timeout | undefined;
+  private probing = false;
 
   private constructor(
     readonly path: string,
+    /** journal_mode and synchronous as the worker's connection reported them after opening. */
+    readonly settings: SqliteDurabilitySettings,
     private readonly worker: Worker,
     private readonly port: import("node:worker_threads").MessagePort,
+    private readonly context: { read: SqliteFailureContext; write: SqliteFailureContext },
   ) {
     super();
   }
@@ -56,22 +102,25 @@ export class SqliteDatabase extends EventEmitter {
         throw new Error(`cannot open SQLite database ${options.path}: ${(err as Error).message}`);
       }
     }
+    const storeTimeoutMs = options.storeTimeoutMs ?? 5000;
+    const busyTimeoutMs = options.busyTimeoutMs ?? Math.floor((storeTimeoutMs * 3) / 4);
     const channel = new MessageChannel();
     const worker = new Worker(new URL("./sqlite-worker.js", import.meta.url), {
-      workerData: { path: options.path, port: channel.port2, busyTimeoutMs: options.busyTimeoutMs ?? 5000, durable: !memory },
+      workerData: { path: options.path, port: channel.port2, busyTimeoutMs, durable: !memory },
       transferList: [channel.port2],
     });
-    await new Promise<void>((resolve, reject) => {
-      const onMessage = (m: { type: string; message?: string }) => {
+    const settings = await new Promise<SqliteDurabilitySettings>((resolve, reject) => {
+      const onMessage = (m: { type: string; message?: string; settings?: SqliteDurabilitySettings }) => {
         worker.off("message", onMessage);
         worker.off("error", reject);
-        if (m.type === "ready") resolve();
+        if (m.type === "ready") resolve(m.settings!);
         else reject(new Error(`cannot open SQLite database ${options.path}: ${m.message}`));
       };
       worker.on("message", onMessage);
       worker.once("error", reject);
     });
-    const db = new SqliteDatabase(options.path, worker, channel.port1);
+    const context = { busyTimeoutMs, storeTimeoutMs };
+    const db = new SqliteDatabase(options.path, settings, worker, channel.port1, { read: { ...context, write: false }, write: { ...context, write: true } });
     channel.port1.on("message", (m) => db.onMessage(m));
     worker.on("error", (err) => db.fail(err));
     worker.on("exit", (code) => {
@@ -80,26 +129,65 @@ export class SqliteDatabase extends EventEmitter {
     return db;
   }
 
-  /** True when the worker is running and the database is open. */
+  /**
+   * Why writes cannot succeed now, or undefined when they can: the worker
+   * stopped, the database is closed, or an operation failed because the disk
+   * is full or the files could not be read or written (until a probe write
+   * succeeds). Health is NOT_SERVING while it is set (issue 9).
+   */
+  get problem(): string | undefined {
+    if (this.failure !== undefined) return this.failure.message;
+    if (this.closed !== undefined) return "the SQLite database is closed";
+    return this.writeProblem;
+  }
+
+  /** True when {@link problem} is undefined. */
   get healthy(): boolean {
-    return this.failure === undefined && this.closed === undefined;
+    return this.problem === undefined;
   }
 
   /**
    * Runs a named operation on the worker.
    *
-   * @throws Error when the operation throws (SQLite errors keep their message),
-   *   when the worker has failed, or when the database is closed.
+   * @throws StoreFailure for an infrastructure condition (see
+   *   sqlite-failure.ts: disk full, I/O error, lock held too long, no answer
+   *   within `storeTimeoutMs`, worker stopped or database closed:
+   *   `unreachable`); Error with SQLite's message for anything else (a bug:
+   *   INTERNAL).
    */
   call<K extends keyof SqliteOps>(op: K, args: ArgsOf<K>): Promise<ResultOf<K>> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
-    if (this.closed !== undefined) return Promise.reject(new Error("the SQLite database is closed"));
+    if (this.closed !== undefined) return Promise.reject(new StoreFailure("unreachable", "the SQLite database is closed (the server is shutting down); nothing was written"));
     const id = this.nextId++;
+    const deadline = Date.now() + this.context.read.storeTimeoutMs;
+    const write = (sqliteOps as Record<string, { kind: string }>)[op]?.kind === "write";
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline, write });
+      this.deadlineTimer ??= this.armDeadline(deadline);
       if (this.outbox.length === 0) queueMicrotask(() => this.flush());
-      this.outbox.push({ id, op, args });
+      this.outbox.push({ id, op, args, deadline });
     });
+  }
+
+  /** One timer for every pending call: calls are made in deadline order, so it only ever waits for the oldest. */
+  private armDeadline(deadline: number): NodeJS.Timeout {
+    const timer = setTimeout(() => this.expire(), Math.max(0, deadline - Date.now()));
+    timer.unref();
+    return timer;
+  }
+
+  /** Fails every call whose deadline has passed, then waits for the next one. */
+  private expire(): void {
+    this.deadlineTimer = undefined;
+    const now = Date.now();
+    for (const [id, call] of this.pending) {
+      if (call.deadline > now) {
+        this.deadlineTimer = this.armDeadline(call.deadline);
+        return;
+      }
+      this.pending.delete(id);
+      call.reject(sqliteTimeout(call.write ? this.context.write : this.context.read));
+    }
   }
 
   /** Posts every request of this turn in one message (one structured clone, one wake-up of the worker). */
@@ -112,6 +200,7 @@ export class SqliteDatabase extends EventEmitter {
   /** Finishes queued operations, closes the file and stops the worker. */
   close(): Promise<void> {
     if (this.closed !== undefined) return this.closed;
+    clearInterval(this.probeTimer);
     this.closed = new Promise<void>((resolve) => {
       if (this.failure !== undefined) {
         void this.worker.terminate().then(() => resolve());
@@ -124,26 +213,73 @@ export class SqliteDatabase extends EventEmitter {
     return this.closed;
   }
 
-  private onMessage(m: { type: string; replies?: Array<{ id: number; ok: boolean; value?: unknown; message?: string }>; notifications?: Array<{ topic: string; data: unknown }> }) {
+  private onMessage(m: {
+    type: string;
+    replies?: Array<{ id: number; ok: boolean; value?: unknown; message?: string; sqliteCode?: string }>;
+    notifications?: Array<{ topic: string; data: unknown }>;
+    result?: ProbeResult;
+  }) {
     if (m.type === "replies") {
       for (const r of m.replies ?? []) {
         const p = this.pending.get(r.id);
         if (p === undefined) continue;
         this.pending.delete(r.id);
         if (r.ok) p.resolve(r.value);
-        else p.reject(new Error(r.message));
+        else p.reject(this.failureOf(r.sqliteCode, r.message ?? "unknown error", p.write));
       }
       for (const n of m.notifications ?? []) this.emit("notify", n.topic, n.data);
+    } else if (m.type === "probe") {
+      this.probing = false;
+      if (m.result?.ok === true) this.setWriteProblem(undefined);
     } else if (m.type === "closed") {
       this.port.close();
     }
   }
 
+  /**
+   * The error a failed operation rejects with. A full disk or an I/O error
+   * also turns health NOT_SERVING until a probe write succeeds (out of memory
+   * and a lock held elsewhere pass by themselves and do not).
+   */
+  private failureOf(code: string | undefined, message: string, write: boolean): Error {
+    const failure = sqliteFailure(code, message, write ? this.context.write : this.context.read);
+    if (failure === undefined) return new Error(message);
+    if (isStoreFailure(failure, "disk_full") && !code!.startsWith("SQLITE_NOMEM")) {
+      this.setWriteProblem("the disk holding the SQLite database is full; writes fail until there is room again");
+    } else if (isStoreFailure(failure, "io_error")) {
+      this.setWriteProblem(`the SQLite database cannot use its files (${code}); writes fail until a probe write succeeds`);
+    }
+    return failure;
+  }
+
+  private setWriteProblem(problem: string | undefined): void {
+    if (problem === this.writeProblem || (problem !== undefined && this.writeProblem !== undefined)) return;
+    this.writeProblem = problem;
+    if (problem === undefined) {
+      clearInterval(this.probeTimer);
+      this.probeTimer = undefined;
+    } else {
+      this.probeTimer = setInterval(() => this.probe(), DISK_PROBE_INTERVAL_MS);
+      this.probeTimer.unref();
+    }
+    this.emit("health");
+  }
+
+  /** Asks the worker for one write probe, unless one is still running. */
+  private probe(): void {
+    if (this.probing || this.closed !== undefined || this.failure !== undefined) return;
+    this.probing = true;
+    this.port.postMessage({ type: "probe" });
+  }
+
   private fail(err: Error) {
     if (this.failure !== undefined) return;
-    this.failure = err;
-    for (const p of this.pending.values()) p.reject(err);
+    this.failure = new StoreFailure("unreachable", `the SQLite worker stopped (${err.message}); restart the server`, { cause: err });
+    for (const p of this.pending.values()) p.reject(this.failure);
     this.pending.clear();
-    this.emit("fault", err);
+    clearTimeout(this.deadlineTimer);
+    clearInterval(this.probeTimer);
+    this.emit("fault", this.failure);
+    this.emit("health");
   }
 }

@@ -2,6 +2,28 @@ import type Database from "better-sqlite3";
 import type { Migration } from "./sqlite-op.js";
 
 /**
+ * The durability settings a live SQLite connection reports (`PRAGMA
+ * journal_mode` and `PRAGMA synchronous`, read back after they were set):
+ * `journalMode` in lower case (`wal`, `memory`, ...), `synchronous` as its
+ * name (`off`, `normal`, `full`, `extra`).
+ */
+export interface SqliteDurabilitySettings {
+  journalMode: string;
+  synchronous: string;
+}
+
+const SYNCHRONOUS_NAMES = ["off", "normal", "full", "extra"];
+
+/** Reads {@link SqliteDurabilitySettings} from the connection (issue 15: what is in force, not what was asked for). */
+export function readDurabilitySettings(db: Database.Database): SqliteDurabilitySettings {
+  const synchronous = Number(db.pragma("synchronous", { simple: true }));
+  return {
+    journalMode: String(db.pragma("journal_mode", { simple: true })).toLowerCase(),
+    synchronous: SYNCHRONOUS_NAMES[synchronous] ?? String(synchronous),
+  };
+}
+
+/**
  * Sets the connection pragmas DESIGN.md "Backends" requires: WAL journal,
  * `synchronous=FULL` (a commit is fsynced before it returns, so OK means
  * durable), foreign keys, and a busy timeout so that two server processes on
@@ -20,6 +42,20 @@ export function applyPragmas(db: Database.Database, options: { busyTimeoutMs: nu
     db.pragma(options.durable ? "synchronous = FULL" : "synchronous = NORMAL");
   }
   db.pragma("foreign_keys = ON");
+}
+
+/**
+ * Ends the open transaction, if any, with ROLLBACK. After SQLITE_FULL,
+ * SQLITE_IOERR, SQLITE_BUSY or SQLITE_NOMEM SQLite may already have rolled it
+ * back by itself (https://sqlite.org/lang_transaction.html), and a ROLLBACK
+ * that finds nothing to undo is no error here. Never throws.
+ */
+export function rollbackIfOpen(db: Database.Database): void {
+  try {
+    if (db.inTransaction) db.exec("ROLLBACK");
+  } catch {
+    // the transaction is gone either way
+  }
 }
 
 /**

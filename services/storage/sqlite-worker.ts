@@ -6,19 +6,26 @@
  * free goes into one `BEGIN IMMEDIATE` transaction, each under its own
  * savepoint so one failing operation rolls back alone; all of them are
  * answered after the single COMMIT (and its fsync) returns. Reads are answered
- * at once. Because the connection lives here, a 64 MiB snapshot write never
+ * at once. A request still queued when its deadline (`--store-timeout`) has
+ * passed is dropped unstarted. Errors cross to the main thread as SQLite's
+ * message plus its extended code (`sqliteCode`), which sqlite-failure.ts
+ * classifies. Because the connection lives here, a 64 MiB snapshot write never
  * blocks the main thread's event loop (DESIGN.md "Backends").
  */
 import { parentPort, workerData, receiveMessageOnPort, type MessagePort } from "node:worker_threads";
 import Database from "better-sqlite3";
 import { sqliteOps, sqliteMigrations } from "./sqlite-registry.js";
 import type { OpContext } from "./sqlite-op.js";
-import { applyPragmas, migrate } from "./sqlite-schema.js";
+import { applyPragmas, migrate, readDurabilitySettings, rollbackIfOpen } from "./sqlite-schema.js";
+import { probeWrite, storageMigrations } from "./sqlite-probe.js";
+import { EXPIRED_CODE } from "./sqlite-failure.js";
 
 interface Request {
   id: number;
   op: string;
   args: unknown;
+  /** Epoch milliseconds after which the caller has given up (`--store-timeout`); an unstarted request is then dropped. */
+  deadline: number;
 }
 
 interface WorkerInit {
@@ -36,8 +43,8 @@ let db: Database.Database;
 try {
   db = new Database(init.path);
   applyPragmas(db, { busyTimeoutMs: init.busyTimeoutMs, durable: init.durable });
-  migrate(db, sqliteMigrations);
-  parentPort!.postMessage({ type: "ready" });
+  migrate(db, [...sqliteMigrations, ...storageMigrations]);
+  parentPort!.postMessage({ type: "ready", settings: readDurabilitySettings(db) });
 } catch (err) {
   parentPort!.postMessage({ type: "failed", message: (err as Error).message });
   process.exit(1);
@@ -46,11 +53,13 @@ try {
 const queue: Request[] = [];
 let scheduled = false;
 let closing = false;
+let probeWanted = false;
 
-type Message = { type: "batch"; requests: Request[] } | { type: "close" };
+type Message = { type: "batch"; requests: Request[] } | { type: "close" } | { type: "probe" };
 
 function accept(msg: Message): void {
   if (msg.type === "close") closing = true;
+  else if (msg.type === "probe") probeWanted = true;
   else queue.push(...msg.requests);
 }
 
@@ -62,22 +71,59 @@ port.on("message", (msg: Message) => {
   }
 });
 
-function errorReply(id: number, err: unknown) {
+type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; message: string; sqliteCode: string | undefined };
+type Notification = { topic: string; data: unknown };
+
+function errorReply(id: number, err: unknown): Reply {
   const e = err as { message?: string; code?: string };
-  return { id, ok: false as const, message: e?.message ?? String(err), sqliteCode: e?.code };
+  return { id, ok: false, message: e?.message ?? String(err), sqliteCode: e?.code };
 }
 
+/** The reply for a request whose caller gave up before it started (queued, or waiting for the write lock): nothing of it ran. */
+function expiredReply(id: number): Reply {
+  return { id, ok: false, message: "dropped unstarted: its deadline passed while it was queued", sqliteCode: EXPIRED_CODE };
+}
+
+/**
+ * Answers everything queued. Never throws: an error no operation expected
+ * (say, SQLite rolled a transaction back under us) is answered to every
+ * request of the batch, and the worker goes on serving.
+ */
 function drain(): void {
   scheduled = false;
   for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port)) accept(m.message as Message);
   const batch = queue.splice(0);
-  const replies: unknown[] = [];
-  const notifications: Array<{ topic: string; data: unknown }> = [];
-  const writes = batch.filter((r) => ops[r.op]?.kind === "write");
+  const notifications: Notification[] = [];
+  let replies: Reply[];
+  try {
+    replies = runBatch(batch, notifications);
+  } catch (err) {
+    rollbackIfOpen(db);
+    replies = batch.map((r) => errorReply(r.id, err));
+    notifications.length = 0;
+  }
+  port.postMessage({ type: "replies", replies, notifications });
+  if (probeWanted) {
+    probeWanted = false;
+    port.postMessage({ type: "probe", result: probeWrite(db, init.path) });
+  }
+  if (closing && queue.length === 0) {
+    db.close();
+    port.postMessage({ type: "closed" });
+    port.close();
+  }
+}
+
+/** Answers the reads at once and runs the writes as one group commit. */
+function runBatch(batch: Request[], notifications: Notification[]): Reply[] {
+  const replies: Reply[] = [];
+  const writes: Request[] = [];
   for (const r of batch) {
     const op = ops[r.op];
     if (op === undefined) replies.push(errorReply(r.id, new Error(`unknown SQLite operation ${r.op}`)));
-    else if (op.kind === "read") {
+    else if (op.kind === "write") writes.push(r);
+    else if (Date.now() > r.deadline) replies.push(expiredReply(r.id));
+    else {
       try {
         replies.push({ id: r.id, ok: true, value: op.run(db, r.args, { notify: () => undefined }) });
       } catch (err) {
@@ -86,25 +132,44 @@ function drain(): void {
     }
   }
   if (writes.length > 0) replies.push(...runWrites(writes, notifications));
-  port.postMessage({ type: "replies", replies, notifications });
-  if (closing && queue.length === 0) {
-    db.close();
-    port.postMessage({ type: "closed" });
-    port.close();
-  }
+  return replies;
 }
 
-/** Runs a batch of writes in one transaction; answers only after COMMIT. */
-function runWrites(writes: Request[], notifications: Array<{ topic: string; data: unknown }>): unknown[] {
-  const replies: unknown[] = [];
-  const pending: Array<{ topic: string; data: unknown }> = [];
+/**
+ * Runs a batch of writes in one transaction, each under its own savepoint;
+ * answers only after COMMIT. When the transaction as a whole fails (BEGIN,
+ * COMMIT, or an error after which SQLite rolled everything back, such as
+ * SQLITE_FULL or SQLITE_IOERR), every write of the group gets that error and
+ * none of them is left in the database.
+ */
+function runWrites(writes: Request[], notifications: Notification[]): Reply[] {
+  const expired: Reply[] = [];
+  const live: Request[] = [];
+  const now = Date.now();
+  for (const w of writes) {
+    if (now > w.deadline) expired.push(expiredReply(w.id));
+    else live.push(w);
+  }
+  if (live.length === 0) return expired;
+  const failAll = (err: unknown) => {
+    rollbackIfOpen(db);
+    return [...expired, ...live.map((w) => errorReply(w.id, err))];
+  };
   try {
     db.exec("BEGIN IMMEDIATE");
   } catch (err) {
-    return writes.map((w) => errorReply(w.id, err));
+    return failAll(err);
   }
-  for (const w of writes) {
-    const mine: Array<{ topic: string; data: unknown }> = [];
+  const replies: Reply[] = [...expired];
+  const pending: Notification[] = [];
+  for (const w of live) {
+    // BEGIN IMMEDIATE may have waited for another process's lock: a write whose
+    // caller has been answered "outcome unknown" meanwhile is not applied late.
+    if (Date.now() > w.deadline) {
+      replies.push(expiredReply(w.id));
+      continue;
+    }
+    const mine: Notification[] = [];
     db.exec("SAVEPOINT op");
     try {
       const value = ops[w.op]!.run(db, w.args, { notify: (topic, data) => mine.push({ topic, data }) });
@@ -112,20 +177,21 @@ function runWrites(writes: Request[], notifications: Array<{ topic: string; data
       replies.push({ id: w.id, ok: true, value });
       pending.push(...mine);
     } catch (err) {
-      db.exec("ROLLBACK TO op");
-      db.exec("RELEASE op");
+      // SQLite may have rolled the whole transaction back (SQLITE_FULL, SQLITE_IOERR, ...): the group is lost.
+      if (!db.inTransaction) return failAll(err);
+      try {
+        db.exec("ROLLBACK TO op");
+        db.exec("RELEASE op");
+      } catch {
+        return failAll(err);
+      }
       replies.push(errorReply(w.id, err));
     }
   }
   try {
     db.exec("COMMIT");
   } catch (err) {
-    try {
-      db.exec("ROLLBACK");
-    } catch {
-      // the transaction is already gone
-    }
-    return writes.map((w) => errorReply(w.id, err));
+    return failAll(err);
   }
   notifications.push(...pending);
   return replies;

@@ -4,6 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { finished, runCli, spawnCli } from "../helpers/cli.js";
+import { METRICS_FLAGS } from "../helpers/metrics.js";
+import { watchParks } from "../helpers/event-log.js";
+import { waitFor } from "../helpers/wait.js";
 import { openDriverClients, type DriverClients } from "../../clients/factory.js";
 import { formatNanos, ZERO_TIME } from "../../clients/time.js";
 import { newIncarnation, sessnap } from "../helpers/sessnap.js";
@@ -21,7 +24,7 @@ describe("mecatl-drivers operator commands against a real server", () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "mecatl-cli-"));
-    server = await startServer(["--store", `sqlite:${join(dir, "store.sqlite")}`]);
+    server = await startServer(["--store", `sqlite:${join(dir, "store.sqlite")}`, ...METRICS_FLAGS]);
     ss = ["--session-store-url", server.address];
     el = ["--event-log-url", server.address];
     sl = ["--session-lease-url", server.address];
@@ -147,12 +150,12 @@ describe("mecatl-drivers operator commands against a real server", () => {
 
   test("events read --follow prints later appends and ends cleanly on SIGINT", async () => {
     await clients.eventLog!.append("cli-follow", JSON.stringify({ n: 1 }));
+    const parks = await watchParks(server);
     const proc = spawnCli(["events", "read", "cli-follow", "--follow", "--json", ...el]);
     const lines = () => proc.out.stdout.trim().split("\n").filter((l) => l !== "");
-    const until = async (n: number) => {
-      for (let i = 0; i < 400 && lines().length < n; i++) await new Promise((r) => setTimeout(r, 25));
-    };
+    const until = (n: number) => waitFor(() => lines().length >= n, 10_000, `the command to print ${n} records`);
     await until(1);
+    await parks.parked("the command's follower");
     await clients.eventLog!.append("cli-follow", JSON.stringify({ n: 2 }));
     await until(2);
     proc.kill("SIGINT");

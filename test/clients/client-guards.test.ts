@@ -169,11 +169,19 @@ describe("session store Load guards (2.3, 8.7)", () => {
   });
 
   test("aborting a call in flight rejects with the abort reason", async () => {
-    const { transport } = await serve(stub(SessionStoreService, { capabilities: () => FULL_CAPS, load: (_r, ctx) => new Promise((_, rej) => ctx.signal.addEventListener("abort", () => rej(ctx.signal.reason))) }));
+    let arrived!: () => void;
+    const inFlight = new Promise<void>((r) => (arrived = r));
+    const load = (_r: unknown, ctx: { signal: AbortSignal }) => {
+      arrived();
+      return new Promise<never>((_, rej) => ctx.signal.addEventListener("abort", () => rej(ctx.signal.reason)));
+    };
+    const { transport } = await serve(stub(SessionStoreService, { capabilities: () => FULL_CAPS, load }));
     const client = await SessionStoreClient.connect(transport);
     const ac = new AbortController();
     const pending = client.load("s1", { signal: ac.signal }).catch((e: unknown) => e);
-    setTimeout(() => ac.abort(), 100);
+    // The stub's handler is running: the call is in flight.
+    await inFlight;
+    ac.abort();
     expect(((await pending) as Error).name).toBe("AbortError");
   });
 });

@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, test } from "vitest";
 import { allBackends, type TestBackend } from "../helpers/backends.js";
 import { serveDrivers } from "../helpers/driver-server.js";
+import { clockPast } from "../helpers/wait.js";
 import type { SessionLeaseClient } from "../../clients/session-lease-client.js";
 import { LeaseHeldError } from "../../clients/errors.js";
 import { InvalidRequestError } from "../../clients/errors.js";
@@ -32,7 +33,8 @@ describe.each(allBackends())("SessionLeaseClient against a real server on $name 
 
   test("renew keeps the token and moves the expiry forward (4.3)", async () => {
     const a = await leases.acquire("l-renew", "owner-a");
-    await new Promise((r) => setTimeout(r, 50));
+    // Once the clock has passed the grant (expiry - TTL), the renewed expiry is strictly later.
+    await clockPast(a.expiry - BigInt(TTL_MS) * 1_000_000n);
     const renewed = await leases.renew(a);
     expect(renewed.token).toBe(a.token);
     expect(renewed.expiry > a.expiry).toBe(true);
@@ -49,7 +51,7 @@ describe.each(allBackends())("SessionLeaseClient against a real server on $name 
 
   test("after expiry another owner takes over with a greater token and the old holder's renew fails (4.3)", async () => {
     const a = await leases.acquire("l-expire", "owner-a");
-    await new Promise((r) => setTimeout(r, TTL_MS + 300));
+    await clockPast(a.expiry + 50_000_000n);
     const b = await leases.acquire("l-expire", "owner-b");
     expect(b.token > a.token).toBe(true);
     await expect(leases.renew(a)).rejects.toBeInstanceOf(LeaseHeldError);

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { allBackends, type TestBackend } from "../helpers/backends.js";
 import { serveDrivers } from "../helpers/driver-server.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
+import { clockPast } from "../helpers/wait.js";
 import { DriverConnections } from "../../clients/transport.js";
 import { SessionStoreClient } from "../../clients/session-store-client.js";
 import { InfrastructureError, SessionAlreadyExistsError, SessionNotFoundError } from "../../clients/errors.js";
@@ -74,10 +75,11 @@ describe.each(allBackends())("SessionStoreClient against a real server on $name"
   test("list carries save times; delete removes, is idempotent, and spares siblings (2.5, 8.3)", async () => {
     const before = BigInt(Date.now() - 60_000) * 1_000_000n;
     await client.save("s-list-a", snapshot("s-list-a"));
+    await clockPast((await client.list()).find((r) => r.sessionId === "s-list-a")!.modifiedAt!);
     await client.save("s-list-b", snapshot("s-list-b"));
     const rows = new Map((await client.list()).map((r) => [r.sessionId, r.modifiedAt]));
     expect(rows.get("s-list-a")! > before).toBe(true);
-    expect(rows.get("s-list-b")! >= rows.get("s-list-a")!).toBe(true);
+    expect(rows.get("s-list-b")! > rows.get("s-list-a")!).toBe(true);
     await client.delete("s-list-a");
     await client.delete("s-list-a");
     await client.delete("never-existed");

@@ -7,6 +7,7 @@ import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
 import { waitFor } from "../helpers/wait.js";
+import { METRICS_FLAGS, serverMetric } from "../helpers/metrics.js";
 import { appendSeqs, body, decodeEnvelope, ev, expectReason, openFollow, readAfterAll, readBodies, seqsOf, take, type EventLogClient, type FollowStream, parkedFollow } from "../helpers/event-log.js";
 
 /** Positions (the `p` of each cursor) of a run of records. */
@@ -32,7 +33,7 @@ describe.each(sharedBackends())("EventLogService follow across two server proces
 
   beforeAll(async () => {
     const { store } = await backend.setup();
-    [a, b] = await Promise.all([startServer(["event-log", "session-store", "--store", store]), startServer(["event-log", "session-store", "--store", store])]);
+    [a, b] = await Promise.all([startServer(["event-log", "session-store", "--store", store, ...METRICS_FLAGS]), startServer(["event-log", "session-store", "--store", store, ...METRICS_FLAGS])]);
     logA = grpcClient(EventLogService, a.address);
     logB = grpcClient(EventLogService, b.address);
     sessionsA = grpcClient(SessionStoreService, a.address);
@@ -46,24 +47,25 @@ describe.each(sharedBackends())("EventLogService follow across two server proces
     await appendSeqs(logA, "x-second-reader", [0], "written elsewhere");
     const got = await readAfterAll(logB, { sessionId: "x-second-reader" });
     expect(got.map((r) => body(r.event?.payload).text)).toEqual(["written elsewhere"]);
-    const stream = openFollow(logB, { sessionId: "x-second-reader", cursor: got[0]!.cursor });
-    const next = stream.next();
+    const { stream, outcome } = await parkedFollow(logB, b, "x-second-reader", got[0]!.cursor);
     await appendSeqs(logA, "x-second-reader", [1], "live from elsewhere");
-    const live = await next;
+    const live = await outcome;
     expect(body(live.event?.payload).text).toBe("live from elsewhere");
+    expect(live.live).toBe(true);
     stream.cancel();
   });
 
   test("a follower on one server, attached before the first append, receives the other server's first append", async () => {
-    const { stream, outcome } = await parkedFollow(logB, "x-first-append");
+    const { stream, outcome } = await parkedFollow(logB, b, "x-first-append");
     const [cursor] = await appendSeqs(logA, "x-first-append", [0]);
-    expect((await outcome).cursor).toBe(cursor);
+    const got = await outcome;
+    expect([got.cursor, got.live]).toEqual([cursor, true]);
     stream.cancel();
   });
 
   test("a follower parked on one server gets cursor_expired when the session is deleted through the other", async () => {
     const [cursor] = await appendSeqs(logA, "x-delete", [0]);
-    const { outcome } = await parkedFollow(logB, "x-delete", cursor);
+    const { outcome } = await parkedFollow(logB, b, "x-delete", cursor);
     await sessionsA.delete({ sessionId: "x-delete" });
     await expectReason(outcome, Code.FailedPrecondition, "cursor_expired");
     // A follower parked on the replacement log is woken with its records, not an error.
@@ -124,7 +126,7 @@ describe.each(sharedBackends())("EventLogService follow across two server proces
 
   test("SIGTERM ends a parked follow with UNAVAILABLE so the client resumes elsewhere", async () => {
     const [cursor] = await appendSeqs(logA, "x-shutdown", [0]);
-    const { outcome } = await parkedFollow(logB, "x-shutdown", cursor);
+    const { outcome } = await parkedFollow(logB, b, "x-shutdown", cursor);
     await b.stop();
     await expectCode(outcome, Code.Unavailable);
     await appendSeqs(logA, "x-shutdown", [1]);
@@ -138,7 +140,7 @@ describe.each(allBackends())("EventLogService follow limits on $name", (backend:
 
   beforeAll(async () => {
     const { store } = await backend.setup();
-    server = await startServer(["event-log", "--store", store, "--max-followers", "3", "--follow-buffer", "16", "--metrics-listen", "127.0.0.1:0"]);
+    server = await startServer(["event-log", "--store", store, "--max-followers", "3", "--follow-buffer", "16", ...METRICS_FLAGS]);
     log = grpcClient(EventLogService, server.address);
   });
   afterAll(async () => {
@@ -146,10 +148,7 @@ describe.each(allBackends())("EventLogService follow limits on $name", (backend:
     await backend.teardown();
   });
 
-  const followersGauge = async () => {
-    const text = await (await fetch(`http://${server.metricsAddress}/metrics`)).text();
-    return Number(/^mecatl_drivers_followers (\S+)$/m.exec(text)?.[1]);
-  };
+  const followersGauge = () => serverMetric(server, "mecatl_drivers_followers");
 
   test("past --max-followers a follow gets RESOURCE_EXHAUSTED follow_capacity; a freed slot admits again", async () => {
     await appendSeqs(log, "cap", [0]);
@@ -171,7 +170,7 @@ describe.each(allBackends())("EventLogService follow limits on $name", (backend:
   test("a live follower that stops reading ends with follow_lagging, never slows writers, and resumes exactly", async () => {
     const id = "lagging";
     const [first] = await appendSeqs(log, id, [0]);
-    const { stream, outcome: pending } = await parkedFollow(log, id, first);
+    const { stream, outcome: pending } = await parkedFollow(log, server, id, first);
     // The client reads nothing while 200 × 32 KiB records are appended: far beyond what
     // HTTP/2 flow control lets the server push, so the follower falls behind.
     const filler = "z".repeat(32 * 1024);

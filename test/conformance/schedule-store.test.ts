@@ -3,7 +3,7 @@ import { Code } from "@connectrpc/connect";
 import { allBackends, type TestBackend } from "../helpers/backends.js";
 import { serveSchedules } from "../helpers/schedule-server.js";
 import { expectCode } from "../helpers/errors.js";
-import { fireRecord, iso, OWNED, PENDING, readFire, readSchedule, scheduleRecord, T0, ts, V1, ZERO, type SpecInit, type State } from "../helpers/schedules.js";
+import { fireRecord, iso, OWNED, PENDING, rawScheduleRecord, readFire, readSchedule, scheduleRecord, T0, ts, V1, ZERO, type SpecInit, type State } from "../helpers/schedules.js";
 
 /**
  * ScheduleStoreService and ScheduleOneShotReArmerService against every
@@ -430,6 +430,34 @@ describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBack
       expect((await ctx.client.listSchedules({})).schedules.map((r) => readSchedule(r).spec.Name)).not.toContain("del-complete");
       await save({ Name: "del-complete", Prompt: "again" });
       expect((await load("del-complete")).state).toMatchObject({ Enabled: true, DeletionID: "" });
+    });
+  });
+
+  describe("counters at the largest Go int (issue 10, found by fuzzing)", () => {
+    const MAX = "9223372036854775807";
+    /** Saves a due, enabled schedule whose State counter `field` holds 2^63 - 1 (JSON.stringify cannot write it). */
+    const saveAtLimit = (name: string, field: "FireCount" | "OneShotRetryCount") => {
+      const record = scheduleRecord({ Name: name }, { NextFireAt: iso(T0), Enabled: true, [field]: 424242 });
+      const text = new TextDecoder().decode(record.payload).replace(`"${field}":424242`, `"${field}":${MAX}`);
+      return ctx.client.saveSchedule({ name, schedule: rawScheduleRecord(text) });
+    };
+    const stateText = async (name: string) => readSchedule((await ctx.client.loadSchedule({ name })).schedule).text;
+
+    test("FireCount 2^63 - 1 is out of fires: not due, claims are NOT_FOUND, and the schedule still loads unchanged", async () => {
+      await saveAtLimit("limit-fires", "FireCount");
+      const before = await stateText("limit-fires");
+      expect(before).toContain(`"FireCount":${MAX}`);
+      expect(await dueNames(T0 + 1)).not.toContain("limit-fires");
+      await expectCode(ctx.client.claimSchedule({ name: "limit-fires", now: ts(T0 + 1), nextFire: ts(T0 + 60) }), Code.NotFound, "out of fires");
+      await expectCode(ctx.client.claimScheduleNow({ name: "limit-fires", now: ts(T0 + 2), nextFire: ts(T0 + 60) }), Code.NotFound, "out of fires");
+      expect(await stateText("limit-fires")).toBe(before);
+    });
+
+    test("ReArmOneShot at OneShotRetryCount 2^63 - 1 is RESOURCE_EXHAUSTED and changes nothing", async () => {
+      await saveAtLimit("limit-rearm", "OneShotRetryCount");
+      const before = await stateText("limit-rearm");
+      await expectCode(ctx.rearmer.reArmOneShot({ name: "limit-rearm", nextFire: ts(T0 + 60) }), Code.ResourceExhausted, "OneShotRetryCount");
+      expect(await stateText("limit-rearm")).toBe(before);
     });
   });
 });

@@ -8,7 +8,7 @@ import { MAIN, runServeExpectingFailure, startServer, type ServerProcess } from 
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
 import type { SpawnedRedis } from "../helpers/redis-server.js";
-import { sleep, timestampMillis, timestampNanos, waitPast } from "../helpers/lease.js";
+import { timestampMillis, timestampNanos, waitPast, waitUntilBefore } from "../helpers/lease.js";
 
 type LeaseClient = Client<typeof SessionLeaseService>;
 
@@ -65,27 +65,28 @@ describe.each(allBackends())("SessionLeaseService on $name", (backend: TestBacke
     expect(held((await client.renew({ lease })).lease).token).toBe(lease.token);
   });
 
-  test("a same-owner re-acquire keeps the token and never moves the expiry back (8.12)", async () => {
+  test("a same-owner re-acquire keeps the token and refreshes the expiry to now + TTL (8.12, 4.3)", async () => {
     const first = held((await client.acquire({ sessionId: "reacquire", owner: A })).lease);
-    await sleep(5);
+    // Once the clock has passed the first grant (expiry - 30 s), now + TTL is strictly later.
+    await waitUntilBefore(first.expiry, 30_000);
     const again = held((await client.acquire({ sessionId: "reacquire", owner: A })).lease);
     expect(again.token).toBe(first.token);
-    expect(timestampNanos(again.expiry) >= timestampNanos(first.expiry)).toBe(true);
+    expect(timestampNanos(again.expiry) > timestampNanos(first.expiry)).toBe(true);
   });
 
-  test("Release frees the lease for another owner, whose token is strictly greater (8.12 release, acquire after release)", async () => {
+  test("Release frees the lease for another owner, whose token is the high-water mark + 1 (8.12 release, acquire after release, 4.3)", async () => {
     const a = held((await client.acquire({ sessionId: "release-frees", owner: A })).lease);
     await client.release({ lease: a });
     const b = held((await client.acquire({ sessionId: "release-frees", owner: B })).lease);
     expect(b.owner).toBe(B);
-    expect(b.token).toBeGreaterThan(a.token);
+    expect(b.token).toBe(a.token + 1n);
   });
 
-  test("Acquire by the same owner after its Release is a takeover with a greater token (4.3)", async () => {
+  test("Acquire by the same owner after its Release is a takeover with token high-water + 1 (4.3)", async () => {
     const a1 = held((await client.acquire({ sessionId: "release-same", owner: A })).lease);
     await client.release({ lease: a1 });
     const a2 = held((await client.acquire({ sessionId: "release-same", owner: A })).lease);
-    expect(a2.token).toBeGreaterThan(a1.token);
+    expect(a2.token).toBe(a1.token + 1n);
   });
 
   test("Renew after Release is FAILED_PRECONDITION naming the id (8.12 renew after release)", async () => {
@@ -120,12 +121,12 @@ describe.each(allBackends())("SessionLeaseService on $name", (backend: TestBacke
     expect(held((await client.renew({ lease: a })).lease).token).toBe(a.token);
   });
 
-  test("tokens grow across A→B→A→B takeovers, the first > 0 (8.12 token monotone)", async () => {
+  test("tokens across A→B→A→B takeovers are 1, 2, 3, 4: high-water + 1 each time (8.12 token monotone, 4.3)", async () => {
     let previous = 0n;
     for (const owner of [A, B, A, B]) {
       const lease = held((await client.acquire({ sessionId: "monotone", owner })).lease);
       expect(lease.owner).toBe(owner);
-      expect(lease.token).toBeGreaterThan(previous);
+      expect(lease.token).toBe(previous + 1n);
       previous = lease.token;
       await client.release({ lease });
     }
@@ -159,7 +160,7 @@ describe.each(allBackends())("SessionLeaseService on $name", (backend: TestBacke
     expect(held((await client.renew({ lease: leader })).lease).token).toBe(leader.token);
     await client.release({ lease: leader });
     const next = held((await client.acquire({ sessionId: "__scheduler__", owner: "replica-2" })).lease);
-    expect(next.token).toBeGreaterThan(leader.token);
+    expect(next.token).toBe(leader.token + 1n);
     await expectCode(client.renew({ lease: leader }), Code.FailedPrecondition);
   });
 
@@ -213,7 +214,7 @@ describe.each(allBackends())("SessionLeaseService on $name", (backend: TestBacke
 
     test("Renew at TTL/2 keeps the token and moves the expiry strictly later (8.12)", async () => {
       const lease = held((await shortClient.acquire({ sessionId: "renew-half", owner: A })).lease);
-      await sleep(500);
+      await waitUntilBefore(lease.expiry, 500);
       const renewed = held((await shortClient.renew({ lease })).lease);
       expect(renewed.token).toBe(lease.token);
       expect(renewed.owner).toBe(A);
@@ -223,9 +224,12 @@ describe.each(allBackends())("SessionLeaseService on $name", (backend: TestBacke
 
     test("a lease renewed every 400 ms stays held across several TTLs", async () => {
       const lease = held((await shortClient.acquire({ sessionId: "kept-alive", owner: A })).lease);
+      let current = lease;
       for (let i = 0; i < 4; i++) {
-        await sleep(400);
-        expect(held((await shortClient.renew({ lease })).lease).token).toBe(lease.token);
+        // 400 ms into each 1 s hold.
+        await waitUntilBefore(current.expiry, 600);
+        current = held((await shortClient.renew({ lease })).lease);
+        expect(current.token).toBe(lease.token);
       }
       await expectCode(shortClient.acquire({ sessionId: "kept-alive", owner: B }), Code.FailedPrecondition);
     });
@@ -233,13 +237,13 @@ describe.each(allBackends())("SessionLeaseService on $name", (backend: TestBacke
     test.each([
       ["another owner", B],
       ["the same owner", A],
-    ])("after expiry %s's Acquire is a takeover with a greater token; the former hold can neither Renew nor Release it (8.12, 4.3)", async (_label, taker) => {
+    ])("after expiry %s's Acquire is a takeover with token high-water + 1; the former hold can neither Renew nor Release it (8.12, 4.3)", async (_label, taker) => {
       const id = `expired-takeover-${taker}`;
       const old = held((await shortClient.acquire({ sessionId: id, owner: A })).lease);
       await waitPast(old.expiry);
       const taken = held((await shortClient.acquire({ sessionId: id, owner: taker })).lease);
       expect(taken.owner).toBe(taker);
-      expect(taken.token).toBeGreaterThan(old.token);
+      expect(taken.token).toBe(old.token + 1n);
       await expectCode(shortClient.renew({ lease: old }), Code.FailedPrecondition, id);
       await shortClient.release({ lease: old });
       await expectCode(shortClient.acquire({ sessionId: id, owner: "owner-c" }), Code.FailedPrecondition);
@@ -250,7 +254,7 @@ describe.each(allBackends())("SessionLeaseService on $name", (backend: TestBacke
       await waitPast(a.expiry);
       await expectCode(shortClient.renew({ lease: a }), Code.FailedPrecondition, "expired-bare");
       await shortClient.release({ lease: a });
-      expect(held((await shortClient.acquire({ sessionId: "expired-bare", owner: B })).lease).token).toBeGreaterThan(a.token);
+      expect(held((await shortClient.acquire({ sessionId: "expired-bare", owner: B })).lease).token).toBe(a.token + 1n);
     });
   });
 
@@ -266,7 +270,7 @@ describe.each(allBackends())("SessionLeaseService on $name", (backend: TestBacke
       const c2 = grpcClient(SessionLeaseService, second.address);
       await expectCode(c2.acquire({ sessionId: "restart-held", owner: B }), Code.FailedPrecondition);
       expect(held((await c2.renew({ lease: kept })).lease).token).toBe(kept.token);
-      expect(held((await c2.acquire({ sessionId: "restart-freed", owner: B })).lease).token).toBeGreaterThan(freed.token);
+      expect(held((await c2.acquire({ sessionId: "restart-freed", owner: B })).lease).token).toBe(freed.token + 1n);
     } finally {
       await second.stop();
     }

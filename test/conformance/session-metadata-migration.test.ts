@@ -88,7 +88,7 @@ async function oldRedis(): Promise<OldStore> {
     },
     async migrated() {
       const c = redis.client();
-      const v = await c.hget(`${base}session-meta:config`, "migrated");
+      const v = await c.hget(`${base}session-meta:{m-config}`, "migrated");
       c.disconnect();
       return `layout ${v}`;
     },

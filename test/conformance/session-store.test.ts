@@ -6,6 +6,7 @@ import { allBackends, type TestBackend } from "../helpers/backends.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
+import { clockPast } from "../helpers/wait.js";
 
 const FORMAT = "sessnap-json/1";
 
@@ -99,17 +100,18 @@ describe.each(allBackends())("SessionStoreService on $name", (backend: TestBacke
     }
   });
 
-  test("modified_at tracks save order and is stable across reads (8.3)", async () => {
-    await client.save({ sessionId: "order-1", snapshot: snap("1") });
-    await new Promise((r) => setTimeout(r, 5));
-    await client.save({ sessionId: "order-2", snapshot: snap("2") });
+  test("modified_at is the save time: a save made after the clock moved on is strictly later, and Lists agree (8.3)", async () => {
     const nanos = (x: { seconds: bigint; nanos: number }) => x.seconds * 1_000_000_000n + BigInt(x.nanos);
-    const first = new Map((await client.list({})).sessions.map((s) => [s.sessionId, nanos(s.modifiedAt!)]));
-    expect(first.get("order-2")! >= first.get("order-1")!).toBe(true);
-    await new Promise((r) => setTimeout(r, 10));
-    const second = new Map((await client.list({})).sessions.map((s) => [s.sessionId, nanos(s.modifiedAt!)]));
-    expect(second.get("order-1")).toBe(first.get("order-1"));
-    expect(second.get("order-2")).toBe(first.get("order-2"));
+    const listed = async () => new Map((await client.list({})).sessions.map((s) => [s.sessionId, nanos(s.modifiedAt!)]));
+    await client.save({ sessionId: "order-1", snapshot: snap("1") });
+    await clockPast((await listed()).get("order-1")!);
+    await client.save({ sessionId: "order-2", snapshot: snap("2") });
+    const first = await listed();
+    expect(first.get("order-2")! > first.get("order-1")!).toBe(true);
+    // A server answering "now" instead of the save time would differ once the clock has moved on.
+    await clockPast(first.get("order-2")!);
+    const second = await listed();
+    expect([second.get("order-1"), second.get("order-2")]).toEqual([first.get("order-1"), first.get("order-2")]);
   });
 
   test("Delete removes from List and Load, keeps siblings, and is idempotent (8.3)", async () => {
@@ -149,6 +151,71 @@ describe.each(allBackends())("SessionStoreService on $name", (backend: TestBacke
     expect(winners).toHaveLength(1);
     for (const r of results) if (r.status === "rejected") expect((r.reason as { code: Code }).code).toBe(Code.AlreadyExists);
     expect(new TextDecoder().decode((await client.load({ sessionId: "race-1" })).snapshot!.payload)).toBe(`creator-${winners[0]}`);
+  });
+
+  /**
+   * A sessnap-json/1 payload (session-metadata.md section 1.10, main session
+   * without owner) whose messages agree with `activityState`: none for
+   * `draft`, one genuine user prompt for `active` (section 1.9).
+   */
+  function sessnap(sessionId: string, activityState: string, title = "t"): Uint8Array {
+    const messages = activityState === "draft" ? [] : [{ role: "user", text: title }];
+    return new TextEncoder().encode(
+      JSON.stringify({
+        id: sessionId,
+        state: "idle",
+        mode: "default",
+        limits: { MaxTurns: 0, MaxToolCalls: 0, MaxConsecutiveFailures: 0 },
+        counters: { Turns: messages.length, ToolCalls: 0, ConsecutiveFailures: 0 },
+        created_at: "2026-06-01T12:30:45.123456789Z",
+        messages,
+        kind: "main",
+        model_id: "anthropic/claude-3.5-sonnet",
+        provider_id: "openrouter",
+        title,
+        token_usage: {},
+      }),
+    );
+  }
+
+  const ACTIVITY_STATES = ["draft", "active", ""];
+
+  test.each(ACTIVITY_STATES)("Create and Save accept activity_state %j; Load returns the snapshot verbatim; a colliding Create changes nothing (2.6)", async (activityState) => {
+    const id = `activity-${activityState || "unknown"}`;
+    const created = sessnap(id, activityState, "created");
+    await client.create({ sessionId: id, snapshot: snap(created), activityState });
+    expect(Buffer.from((await client.load({ sessionId: id })).snapshot!.payload).equals(Buffer.from(created))).toBe(true);
+    for (const next of ACTIVITY_STATES) {
+      const saved = sessnap(id, next, `saved-${next}`);
+      await client.save({ sessionId: id, snapshot: snap(saved), activityState: next });
+      const got = await client.load({ sessionId: id });
+      expect(got.snapshot!.format).toBe(FORMAT);
+      expect(Buffer.from(got.snapshot!.payload).equals(Buffer.from(saved)), `after Save with ${JSON.stringify(next)}`).toBe(true);
+    }
+    const last = (await client.load({ sessionId: id })).snapshot!.payload;
+    await expectCode(client.create({ sessionId: id, snapshot: snap(sessnap(id, activityState, "loser")), activityState }), Code.AlreadyExists, id);
+    expect(Buffer.from((await client.load({ sessionId: id })).snapshot!.payload).equals(Buffer.from(last))).toBe(true);
+  });
+
+  test("with activity_projection, PageMetadata echoes the activity_state of the last successful Save or Create (2.6, 8.8)", async (ctx) => {
+    // The service does not page metadata yet: this runs once branch metadata (session-metadata.md) advertises the capability.
+    if (!(await client.capabilities({})).activityProjection) ctx.skip("activity_projection is not advertised (session metadata paging: branch metadata)");
+    const rows = async () => {
+      const out = new Map<string, string>();
+      let cursor: Awaited<ReturnType<typeof client.pageMetadata>>["nextCursor"];
+      do {
+        const page = await client.pageMetadata({ limit: 256, cursor });
+        for (const r of page.sessions) out.set(r.sessionId, r.activityState);
+        cursor = page.nextCursor;
+      } while (cursor !== undefined);
+      return out;
+    };
+    await client.create({ sessionId: "projected", snapshot: snap(sessnap("projected", "draft")), activityState: "draft" });
+    expect((await rows()).get("projected")).toBe("draft");
+    await expectCode(client.create({ sessionId: "projected", snapshot: snap(sessnap("projected", "active")), activityState: "active" }), Code.AlreadyExists);
+    expect((await rows()).get("projected")).toBe("draft");
+    await client.save({ sessionId: "projected", snapshot: snap(sessnap("projected", "active")), activityState: "active" });
+    expect((await rows()).get("projected")).toBe("active");
   });
 
   const badSaves: Array<[string, Record<string, unknown>, string]> = [

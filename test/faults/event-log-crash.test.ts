@@ -4,6 +4,7 @@ import { sharedBackends, type TestBackend } from "../helpers/backends.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { waitFor } from "../helpers/wait.js";
+import { METRICS_FLAGS } from "../helpers/metrics.js";
 import { spawnRedis, type SpawnedRedis } from "../helpers/redis-server.js";
 import { appendSeqs, body, decodeEnvelope, ev, parkedFollow, readAfterAll } from "../helpers/event-log.js";
 
@@ -86,10 +87,10 @@ describe("EventLogService follow across a Redis restart", () => {
 
   test("a parked follower keeps its stream through a Redis restart and receives the next append", async () => {
     redis = await spawnRedis();
-    server = await startServer(["event-log", "--store", redis.url]);
+    server = await startServer(["event-log", "--store", redis.url, ...METRICS_FLAGS]);
     const client = grpcClient(EventLogService, server.address);
     const [cursor] = await appendSeqs(client, "restart", [0]);
-    const { stream, outcome } = await parkedFollow(client, "restart", cursor);
+    const { stream, outcome } = await parkedFollow(client, server!, "restart", cursor);
     await redis.kill();
     await redis.restart();
     // Appends fail until the server's connection is back; then the first one that succeeds must reach the follower.

@@ -1,5 +1,6 @@
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import type { ClientHttp2Stream, ClientSessionRequestOptions, OutgoingHttpHeaders } from "node:http2";
 import type { DescService } from "@bufbuild/protobuf";
 import { SESSION_MEMORY_MIB } from "../../clients/transport.js";
 
@@ -32,4 +33,44 @@ export function grpcTransport(address: string, options: { token?: string } = {})
 /** A typed client for `service` over {@link grpcTransport}. */
 export function grpcClient<S extends DescService>(service: S, address: string, options: { token?: string } = {}): Client<S> {
   return createClient(service, grpcTransport(address, options));
+}
+
+/** An HTTP/2 session manager that tells when each request body was sent in full. */
+class SentSignallingSessionManager extends Http2SessionManager {
+  constructor(
+    url: string,
+    private readonly onSent: (path: string) => void,
+  ) {
+    super(url, undefined, { maxSessionMemory: SESSION_MEMORY_MIB });
+  }
+
+  override async request(method: string, path: string, headers: OutgoingHttpHeaders, options: Omit<ClientSessionRequestOptions, "signal">): Promise<ClientHttp2Stream> {
+    const stream = await super.request(method, path, headers, options);
+    stream.once("finish", () => this.onSent(path));
+    return stream;
+  }
+}
+
+/**
+ * A typed gRPC client whose `sent(method)` resolves once the request of a
+ * call to `method` (e.g. `Save`) has been written in full. HTTP/2 flow
+ * control lets a client write a body only as fast as the server reads it,
+ * so once a body larger than the flow-control window (64 KiB unless the
+ * server grants more) is sent, the server has read most of it: the call is
+ * in flight there (issue 15: the "request arrived" signal instead of a sleep).
+ */
+export function grpcClientWithSentSignal<S extends DescService>(service: S, address: string): { client: Client<S>; sent(method: string): Promise<void> } {
+  const signals = new Map<string, { promise: Promise<void>; resolve: () => void }>();
+  const signal = (path: string) => {
+    let s = signals.get(path);
+    if (s === undefined) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      signals.set(path, (s = { promise, resolve }));
+    }
+    return s;
+  };
+  const manager = new SentSignallingSessionManager(`http://${address}`, (path) => signal(path).resolve());
+  const transport = createGrpcTransport({ baseUrl: `http://${address}`, readMaxBytes: MAX_MESSAGE_BYTES, writeMaxBytes: MAX_MESSAGE_BYTES, sessionManager: manager });
+  return { client: createClient(service, transport), sent: (method) => signal(`/${service.typeName}/${method}`).promise };
 }

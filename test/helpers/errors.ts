@@ -25,3 +25,17 @@ export function errorInfo(err: ConnectError): { reason: string; domain: string }
   const [info] = err.findDetails(ErrorInfoSchema);
   return info === undefined ? undefined : { reason: info.reason, domain: info.domain };
 }
+
+/**
+ * Awaits `promise`, expects it to fail with any ConnectError (a call that
+ * must not succeed, where the exact code is another branch's work, see
+ * pending.ts), and returns the error.
+ */
+export async function expectFailure(promise: Promise<unknown>): Promise<ConnectError> {
+  const outcome = await promise.then(
+    () => undefined,
+    (err: unknown) => ConnectError.from(err),
+  );
+  expect(outcome, "expected the call to fail, but it succeeded").toBeInstanceOf(ConnectError);
+  return outcome!;
+}

@@ -4,6 +4,9 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { EventLogService, type ReadAfterRequestSchema, type ReadAfterResponse } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { errorInfo, expectCode } from "./errors.js";
 import type { Code } from "@connectrpc/connect";
+import { serverMetric } from "./metrics.js";
+import type { ServerProcess } from "./server.js";
+import { waitFor } from "./wait.js";
 
 /** The event format the harness writes (wire-contract.md section 3.3). */
 export const EVENT_FORMAT = "eventlog-json/1";
@@ -97,16 +100,42 @@ export function openFollow(client: EventLogClient, req: ReadAfterInit): FollowSt
   };
 }
 
+/** The server's count of follower parks (`mecatl_drivers_follower_parks_total`). */
+const PARKS = "mecatl_drivers_follower_parks_total";
+
+/** Waits for a follow stream to park; see {@link watchParks}. */
+export interface ParkWatch {
+  /** Resolves once a follower parked after {@link watchParks} was called. @throws Error naming `what` after 10 s. */
+  parked(what: string): Promise<void>;
+}
+
 /**
- * Opens a follow from `cursor` (or the beginning) and waits a moment so the
- * server has drained and parked it; returns the stream and its pending next
- * outcome (already guarded against an unhandled rejection).
+ * Notes how many times followers of `server` (started with
+ * `--metrics-listen`) have parked so far. Call it before opening a follow;
+ * `parked()` then resolves once a follower has drained its log and waits at
+ * the tail (issue 15: the signal instead of a sleep). The count only grows,
+ * so streams ending meanwhile cannot confuse it; another follower parking
+ * meanwhile could, so open one follow at a time.
  */
-export async function parkedFollow(client: EventLogClient, sessionId: string, cursor = ""): Promise<{ stream: FollowStream; outcome: Promise<ReadAfterResponse> }> {
+export async function watchParks(server: ServerProcess): Promise<ParkWatch> {
+  const before = await serverMetric(server, PARKS);
+  return {
+    parked: (what) => waitFor(async () => (await serverMetric(server, PARKS)) > before, 10_000, `${what} to park at the tail of its log`),
+  };
+}
+
+/**
+ * Opens a follow from `cursor` (or the beginning) on `server` (started with
+ * `--metrics-listen`) and waits until the server reports it parked at the
+ * tail; returns the stream and its pending next outcome (already guarded
+ * against an unhandled rejection).
+ */
+export async function parkedFollow(client: EventLogClient, server: ServerProcess, sessionId: string, cursor = ""): Promise<{ stream: FollowStream; outcome: Promise<ReadAfterResponse> }> {
+  const parks = await watchParks(server);
   const stream = openFollow(client, { sessionId, cursor });
   const outcome = stream.next();
   outcome.catch(() => undefined);
-  await new Promise((r) => setTimeout(r, 200));
+  await parks.parked(`the follower of ${JSON.stringify(sessionId)}`);
   return { stream, outcome };
 }
 

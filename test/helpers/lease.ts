@@ -1,4 +1,5 @@
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { clockPast } from "./wait.js";
 
 /** A Timestamp as (fractional) milliseconds since the Unix epoch, for comparisons with Date.now(). */
 export function timestampMillis(ts: Timestamp | undefined): number {
@@ -13,15 +14,16 @@ export function timestampNanos(ts: Timestamp | undefined): bigint {
 }
 
 /**
- * Sleeps until the local wall clock is `marginMs` past `expiry` (the test
- * servers and redis-server run on this host, so they share this clock).
+ * Waits until the local wall clock is `marginMs` past `expiry` (the test
+ * servers and redis-server run on this host, so they share this clock): a
+ * lease's expiry is a matter of time passing, so this is the one wait lease
+ * tests need, and it is tied to the lease's own timestamps.
  */
-export async function waitPast(expiry: Timestamp | undefined, marginMs = 50): Promise<void> {
-  const wait = timestampMillis(expiry) + marginMs - Date.now();
-  if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+export function waitPast(expiry: Timestamp | undefined, marginMs = 50): Promise<void> {
+  return clockPast(timestampNanos(expiry) + BigInt(marginMs) * 1_000_000n);
 }
 
-/** Sleeps `ms` milliseconds. */
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
+/** Waits until the local wall clock reaches `beforeMs` before `expiry` (e.g. half a TTL into a lease). */
+export function waitUntilBefore(expiry: Timestamp | undefined, beforeMs: number): Promise<void> {
+  return clockPast(timestampNanos(expiry) - BigInt(beforeMs) * 1_000_000n);
 }

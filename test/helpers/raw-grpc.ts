@@ -42,3 +42,69 @@ export function rawUnary<I extends DescMessage, O extends DescMessage>(
     fn.call(client, create(method.input, request), metadata, (err: grpc.ServiceError | null, res: MessageShape<O>) => (err ? reject(err) : resolve(res)));
   });
 }
+
+/** The outcome of {@link callWithBytes}: the status and every response message, undecoded. */
+export interface RawBytesOutcome {
+  code: grpc.status;
+  details: string;
+  messages: Buffer[];
+  /** True when the call was cancelled by `endAfter` (its code is then CANCELLED). */
+  cancelledByClient: boolean;
+}
+
+/**
+ * Sends `bytes` as the request message of `path` (`/package.Service/Method`)
+ * without encoding or checking them, so a test can send what no generated
+ * client would: truncated, bit-flipped or otherwise malformed protobuf.
+ * Responses are kept as bytes.
+ *
+ * @param options.streaming true for a server-streaming method.
+ * @param options.deadlineMs gRPC deadline from now (default 30 s).
+ * @param options.endAfter for streams that may never end (follow, Watch):
+ *   called with each message so far; return true to cancel the call.
+ * @param options.idleMs for such streams: cancel when no message arrived for
+ *   this many milliseconds (a follow stream with nothing to send).
+ */
+export function callWithBytes(
+  client: grpc.Client,
+  path: string,
+  bytes: Uint8Array,
+  options: { streaming?: boolean; deadlineMs?: number; endAfter?: (messages: Buffer[]) => boolean; idleMs?: number } = {},
+): Promise<RawBytesOutcome> {
+  const serialize = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+  const deserialize = (b: Buffer) => b;
+  const deadline = Date.now() + (options.deadlineMs ?? 30_000);
+  return new Promise((resolve) => {
+    const messages: Buffer[] = [];
+    if (options.streaming !== true) {
+      client.makeUnaryRequest(path, serialize, deserialize, bytes, new grpc.Metadata(), { deadline }, (err, res) => {
+        if (res !== undefined) messages.push(res);
+        resolve({ code: err?.code ?? grpc.status.OK, details: err?.details ?? "", messages, cancelledByClient: false });
+      });
+      return;
+    }
+    const call = client.makeServerStreamRequest(path, serialize, deserialize, bytes, new grpc.Metadata(), { deadline });
+    let cancelledByClient = false;
+    let idle: NodeJS.Timeout | undefined;
+    const cancel = () => {
+      cancelledByClient = true;
+      call.cancel();
+    };
+    const armIdle = () => {
+      if (options.idleMs === undefined) return;
+      clearTimeout(idle);
+      idle = setTimeout(cancel, options.idleMs);
+    };
+    armIdle();
+    call.on("data", (m: Buffer) => {
+      messages.push(m);
+      armIdle();
+      if (options.endAfter?.(messages) === true) cancel();
+    });
+    call.on("error", () => undefined);
+    call.on("status", (s: grpc.StatusObject) => {
+      clearTimeout(idle);
+      resolve({ code: s.code, details: s.details, messages, cancelledByClient });
+    });
+  });
+}

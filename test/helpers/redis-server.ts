@@ -7,6 +7,8 @@ import { freePort, waitFor } from "./wait.js";
 
 /** A `redis-server` process owned by one test file. */
 export interface SpawnedRedis {
+  /** Process id of the running redis-server (changes on {@link restart}). */
+  readonly pid: number;
   port: number;
   url: string;
   dir: string;
@@ -66,6 +68,9 @@ export async function spawnRedis(options: { durable?: boolean; password?: string
   };
   await start();
   return {
+    get pid() {
+      return proc.pid!;
+    },
     port,
     url: `redis://127.0.0.1:${port}`,
     dir,

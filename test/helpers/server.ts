@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
 import { existsSync } from "node:fs";
+import { waitFor } from "./wait.js";
 
 function projectRoot(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
@@ -34,12 +35,13 @@ export interface ServerProcess {
 
 /**
  * Spawns `node dist/services/server/main.js serve --listen 127.0.0.1:0 ...args`
- * and waits for its `listening` log line, which carries the real port.
+ * (or another build's `main.js`, for benchmarks comparing two builds) and
+ * waits for its `listening` log line, which carries the real port.
  *
  * @throws Error with the process's stderr when it exits before listening.
  */
-export async function startServer(args: string[], options: { listen?: string; env?: NodeJS.ProcessEnv } = {}): Promise<ServerProcess> {
-  const proc = spawn(process.execPath, [MAIN, "serve", "--listen", options.listen ?? "127.0.0.1:0", "--log-level", "info", ...args], {
+export async function startServer(args: string[], options: { listen?: string; env?: NodeJS.ProcessEnv; main?: string } = {}): Promise<ServerProcess> {
+  const proc = spawn(process.execPath, [options.main ?? MAIN, "serve", "--listen", options.listen ?? "127.0.0.1:0", "--log-level", "info", ...args], {
     stdio: ["ignore", "ignore", "pipe"],
     env: { ...process.env, ...options.env },
   });
@@ -78,6 +80,39 @@ export async function startServer(args: string[], options: { listen?: string; en
       await exited;
     },
   };
+}
+
+/** A parsed JSON log line of a test server and its index in {@link ServerProcess.stderr}. */
+export interface LogEntry {
+  index: number;
+  entry: Record<string, unknown> & { msg?: string };
+}
+
+/** The server's JSON log lines whose `msg` is `msg`, from stderr line `from` on. */
+export function logEntries(server: ServerProcess, msg: string, from = 0): LogEntry[] {
+  const out: LogEntry[] = [];
+  for (let index = from; index < server.stderr.length; index++) {
+    try {
+      const entry = JSON.parse(server.stderr[index]!) as LogEntry["entry"];
+      if (entry.msg === msg) out.push({ index, entry });
+    } catch {
+      // not JSON
+    }
+  }
+  return out;
+}
+
+/**
+ * Waits for the server to log `msg` at or after stderr line `from` (pass
+ * `server.stderr.length` taken before acting, to wait for a new line): the
+ * signal tests use instead of sleeping.
+ *
+ * @throws Error after `timeoutMs`.
+ */
+export async function waitForLog(server: ServerProcess, msg: string, options: { from?: number; timeoutMs?: number } = {}): Promise<LogEntry> {
+  let found: LogEntry | undefined;
+  await waitFor(() => (found = logEntries(server, msg, options.from)[0]) !== undefined, options.timeoutMs ?? 10_000, `the server to log ${JSON.stringify(msg)}`);
+  return found!;
 }
 
 /**

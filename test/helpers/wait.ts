@@ -22,3 +22,13 @@ export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+/**
+ * Waits until this host's wall clock is more than a millisecond past `nanos`
+ * (nanoseconds since the epoch), so that a time a server on this host stamps
+ * next is strictly later: the condition a "later save is later" assertion
+ * needs, instead of a sleep of a guessed length.
+ */
+export function clockPast(nanos: bigint): Promise<void> {
+  return waitFor(() => BigInt(Date.now()) * 1_000_000n > nanos + 1_000_000n, 5000, `the clock to pass ${nanos} ns`);
+}

@@ -5,7 +5,7 @@ import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb
 import { spawnRedis, type SpawnedRedis } from "../helpers/redis-server.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
-import { expectCode } from "../helpers/errors.js";
+import { expectCode, expectFailure } from "../helpers/errors.js";
 import { waitFor } from "../helpers/wait.js";
 
 describe("grpc.health.v1 follows the backend", () => {
@@ -41,11 +41,13 @@ describe("grpc.health.v1 follows the backend", () => {
     await waitFor(() => seen.includes(Status.SERVING), 5000, "Watch to report SERVING");
     await redis.kill();
     await waitFor(async () => (await health.check({ service: "" })).status === Status.NOT_SERVING, 10_000, "NOT_SERVING after Redis died");
-    await expect(grpcClient(SessionStoreService, server.address).list({})).rejects.toThrow();
+    const down = await expectFailure(grpcClient(SessionStoreService, server.address).list({}));
+    // An unreachable Redis is UNAVAILABLE, never INTERNAL (issue 9).
+    expect(Code[down.code]).toBe(Code[Code.Unavailable]);
     await redis.restart();
     await waitFor(async () => (await health.check({ service: "" })).status === Status.SERVING, 15_000, "SERVING after Redis restarted");
     await waitFor(() => seen.lastIndexOf(Status.SERVING) > seen.indexOf(Status.NOT_SERVING) && seen.includes(Status.NOT_SERVING), 5000, "Watch to report NOT_SERVING then SERVING");
-    expect(await grpcClient(SessionStoreService, server.address).list({})).toBeDefined();
+    expect((await grpcClient(SessionStoreService, server.address).list({})).sessions).toEqual([]);
     abort.abort();
     await watching;
   });

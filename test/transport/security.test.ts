@@ -1,55 +1,12 @@
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { writeFileSync, mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { beforeAll, describe, expect, test } from "vitest";
 import * as grpc from "@grpc/grpc-js";
-import { Code, createClient } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
-import { Health, HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
-import { startServer, type ServerProcess } from "../helpers/server.js";
+import { startServer } from "../helpers/server.js";
 import { grpcClient, MAX_MESSAGE_BYTES } from "../helpers/clients.js";
-import { expectCode } from "../helpers/errors.js";
 import { makePki, type TestPki } from "../helpers/certs.js";
 import { rawGrpcClient, rawUnary } from "../helpers/raw-grpc.js";
-import { waitFor } from "../helpers/wait.js";
-
-describe("bearer tokens (--auth-token-file, wire-contract section 6)", () => {
-  let server: ServerProcess;
-  let tokenFile: string;
-  beforeAll(async () => {
-    tokenFile = join(mkdtempSync(join(tmpdir(), "mecatl-auth-")), "tokens");
-    writeFileSync(tokenFile, "# operators\ntok-123\n\ntok-456\n");
-    server = await startServer(["session-store", "--store", "sqlite::memory:", "--auth-token-file", tokenFile]);
-  });
-  afterAll(() => server?.stop());
-
-  test("a call without a token is UNAUTHENTICATED", async () => {
-    await expectCode(grpcClient(SessionStoreService, server.address).capabilities({}), Code.Unauthenticated);
-  });
-
-  test("an unknown token is UNAUTHENTICATED", async () => {
-    await expectCode(grpcClient(SessionStoreService, server.address, { token: "nope" }).capabilities({}), Code.Unauthenticated);
-  });
-
-  test("every listed token is accepted", async () => {
-    for (const token of ["tok-123", "tok-456"]) {
-      expect((await grpcClient(SessionStoreService, server.address, { token }).capabilities({})).contract).toBe("session-store/1");
-    }
-  });
-
-  test("health needs no token", async () => {
-    const res = await grpcClient(Health, server.address).check({ service: "" });
-    expect(res.status).toBe(HealthCheckResponse_ServingStatus.SERVING);
-  });
-
-  test("the token file is reloaded when it changes", async () => {
-    writeFileSync(tokenFile, "tok-rotated\n");
-    const rotated = grpcClient(SessionStoreService, server.address, { token: "tok-rotated" });
-    await waitFor(async () => rotated.capabilities({}).then(() => true, () => false), 10_000, "the rotated token to be accepted");
-    await expectCode(grpcClient(SessionStoreService, server.address, { token: "tok-123" }).capabilities({}), Code.Unauthenticated);
-  });
-});
 
 describe("TLS and mTLS", () => {
   let pki: TestPki;
@@ -76,6 +33,7 @@ describe("TLS and mTLS", () => {
     const server = await startServer(["session-store", "--store", "sqlite::memory:", "--tls-cert", pki.serverCert, "--tls-key", pki.serverKey]);
     try {
       expect((await tlsClient(server.address, false).capabilities({})).contract).toBe("session-store/1");
+      // Which error a client library reports for a failed handshake is its own business; it must fail.
       await expect(grpcClient(SessionStoreService, server.address).capabilities({})).rejects.toThrow();
     } finally {
       await server.stop();

@@ -7,13 +7,13 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { startServer } from "../helpers/server.js";
-import { grpcClient } from "../helpers/clients.js";
+import { grpcClient, grpcClientWithSentSignal } from "../helpers/clients.js";
 
 describe("graceful shutdown on SIGTERM", () => {
   test("an in-flight Save finishes and is durable; open streams end with UNAVAILABLE; exit code 0", async () => {
     const store = `sqlite:${join(mkdtempSync(join(tmpdir(), "mecatl-shutdown-")), "db.sqlite")}`;
     const server = await startServer(["--store", store]);
-    const client = grpcClient(SessionStoreService, server.address);
+    const { client, sent } = grpcClientWithSentSignal(SessionStoreService, server.address);
     const streamEnd = (async () => {
       try {
         for await (const _ of grpcClient(Health, server.address).watch({ service: "" })) {
@@ -26,8 +26,8 @@ describe("graceful shutdown on SIGTERM", () => {
     })();
     const payload = randomBytes(48 * 1024 * 1024);
     const saving = client.save({ sessionId: "in-flight", snapshot: { format: "sessnap-json/1", payload } });
-    // Wait until the request is on its way, then ask the server to stop.
-    await new Promise((r) => setTimeout(r, 150));
+    // Once all 48 MiB are written the server has read them (flow control): the call is in flight there.
+    await sent("Save");
     const exit = server.stop();
     await saving;
     expect(await exit).toBe(0);

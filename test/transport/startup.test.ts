@@ -41,7 +41,7 @@ describe("startup problems end with one line that says what to do, and a non-zer
     ["a key without a certificate", async () => ["--tls-key", "/nonexistent/key.pem"], "--tls-cert and --tls-key"],
     ["a missing token file", async () => ["--auth-token-file", "/nonexistent/tokens"], "--auth-token-file"],
     ["a malformed listen address", async () => ["--listen", "nowhere"], "--listen"],
-    ["an unwritable SQLite path", async () => ["--store", "sqlite:/etc/hostname/db.sqlite"], "SQLite"],
+    ["an unwritable SQLite path", async () => ["--store", "sqlite:/etc/hostname/db.sqlite"], "--store"],
   ])("%s", async (_label, args, expected) => {
     const { code, stderr } = await runServeExpectingFailure(["--listen", "127.0.0.1:0", "--store", "sqlite::memory:", ...(await args())]);
     expect(code).not.toBe(0);

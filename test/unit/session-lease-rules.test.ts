@@ -36,6 +36,7 @@ interface Case {
 /** Runs the Lua rules on given inputs without touching any key; returns the flattened decision. */
 const PROBE = {
   name: "mecatlLeaseRulesProbe",
+  readOnly: true,
   lua: `${LEASE_RULES_LUA}
 -- ARGV: op, ttl, owner, token, now, hold owner ('' = no hold), hold token, hold expiry, high water
 local slot = {high = ARGV[9]}

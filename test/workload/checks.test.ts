@@ -1,3 +1,4 @@
+import { EventEmitter, once } from "node:events";
 import { afterEach, describe, expect, test } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
@@ -73,6 +74,7 @@ describe("the workload against a driver that misbehaves", () => {
   async function faultyDriver(): Promise<StubServer> {
     const snapshots = new Map<string, Uint8Array>();
     const logs = new Map<string, Uint8Array[]>();
+    const appended = new EventEmitter().setMaxListeners(0);
     const record = (id: string, i: number): MessageInitShape<typeof ReadAfterResponseSchema> => ({ kind: "event", event: { format: "eventlog-json/1", payload: logs.get(id)![i]! }, cursor: `${id}#${i + 1}` });
     return startStubServer([
       stub(SessionStoreService, {
@@ -91,6 +93,7 @@ describe("the workload against a driver that misbehaves", () => {
           const log = logs.get(req.sessionId) ?? [];
           logs.set(req.sessionId, log);
           log.push(req.event!.payload);
+          appended.emit("append");
           return { cursor: `${req.sessionId}#${log.length}` };
         },
         async *readAfter(req, ctx) {
@@ -107,7 +110,8 @@ describe("the workload against a driver that misbehaves", () => {
               next++;
             }
             if (!req.follow || ctx.signal.aborted) return;
-            await new Promise((r) => setTimeout(r, 20));
+            // Parked until the next append (or the call ends).
+            await once(appended, "append", { signal: ctx.signal }).catch(() => undefined);
           }
         },
       }),

@@ -1,0 +1,128 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Gauge } from "prom-client";
+
+/**
+ * Requests and answers up to this many bytes may take budget past callers
+ * already waiting (they still count): small calls keep flowing while a
+ * large one waits for room (issue 11, small calls not stalled by big ones).
+ */
+export const SMALL_CALL_BYTES = 64 * 1024;
+
+/**
+ * Copies of a message the server may hold at once, so each message byte is
+ * charged this many times: a request as received HTTP/2 frames, as the joined
+ * message and as the copy handed to the store; an answer as read from the
+ * store, encoded, and framed by grpc-js (measured with bench/inflight-burst.ts).
+ */
+export const HELD_COPIES = 3;
+
+/**
+ * The process's memory budget for bytes in flight (`--max-inflight-bytes`,
+ * issue 10 deliverable 3; DESIGN.md principle 6): request bytes from the
+ * moment their message starts arriving, and answer bytes from the moment they
+ * are encoded, until their call ends, each charged {@link HELD_COPIES} times.
+ * A call whose bytes do not fit waits up to `waitMs` for room (first come,
+ * first served), then fails with RESOURCE_EXHAUSTED; bytes larger than the
+ * whole budget fail at once. `onIdle` runs whenever the budget empties after
+ * holding at least `idleAfterBytes` (the server trims its memory then).
+ */
+export class InflightBudget {
+  private usedBytes = 0;
+  private readonly waiting: Array<{ bytes: number; grant: () => void }> = [];
+
+  /**
+   * @param limitBytes the budget in bytes (≥ 1).
+   * @param waitMs how long a call waits for room, in milliseconds.
+   * @param gauge optional metric set to the bytes charged.
+   * @param onIdle optional hook run when the budget empties after holding at
+   *   least `afterBytes` (charged) since the last run.
+   */
+  private highWater = 0;
+
+  constructor(
+    readonly limitBytes: number,
+    readonly waitMs: number,
+    private readonly gauge?: Gauge,
+    private readonly onIdle?: { afterBytes: number; run: () => void },
+  ) {}
+
+  /** Bytes charged now (message bytes × {@link HELD_COPIES}). */
+  get used(): number {
+    return this.usedBytes;
+  }
+
+  /**
+   * Takes `bytes` now if they fit (and no one waits, unless they are a small
+   * call's). Give them back with {@link release}.
+   */
+  tryTake(bytes: number): boolean {
+    const charge = bytes * HELD_COPIES;
+    if (this.usedBytes + charge > this.limitBytes) return false;
+    if (this.waiting.length > 0 && bytes > SMALL_CALL_BYTES) return false;
+    this.add(charge);
+    return true;
+  }
+
+  /**
+   * Takes `bytes`, waiting up to `waitMs` for room.
+   *
+   * @param what names the bytes in the error message ("request", "answer").
+   * @throws ConnectError RESOURCE_EXHAUSTED when they are larger than the
+   *   budget, or no room was made within `waitMs`.
+   */
+  async take(bytes: number, what: string): Promise<void> {
+    const charge = bytes * HELD_COPIES;
+    if (charge > this.limitBytes) {
+      throw new ConnectError(
+        `this ${what} of ${bytes} bytes needs ${charge} bytes of the server's memory budget for bytes in flight (${HELD_COPIES} copies), more than all of it (--max-inflight-bytes ${this.limitBytes})`,
+        Code.ResourceExhausted,
+      );
+    }
+    if (this.tryTake(bytes)) return;
+    await new Promise<void>((resolve, reject) => {
+      const entry = {
+        bytes: charge,
+        grant: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+      };
+      const timer = setTimeout(() => {
+        this.waiting.splice(this.waiting.indexOf(entry), 1);
+        this.grantWaiting();
+        reject(
+          new ConnectError(
+            `the server's memory budget for bytes in flight is full (--max-inflight-bytes ${this.limitBytes}): this ${what} of ${bytes} bytes waited ${this.waitMs} ms; retry later`,
+            Code.ResourceExhausted,
+          ),
+        );
+      }, this.waitMs);
+      this.waiting.push(entry);
+    });
+  }
+
+  /** Gives back message bytes taken with {@link tryTake} or {@link take}. */
+  release(bytes: number): void {
+    if (bytes === 0) return;
+    this.add(-bytes * HELD_COPIES);
+    this.grantWaiting();
+    if (this.usedBytes === 0 && this.onIdle !== undefined && this.highWater >= this.onIdle.afterBytes) {
+      this.highWater = 0;
+      this.onIdle.run();
+    }
+  }
+
+  private add(charge: number): void {
+    this.usedBytes += charge;
+    this.highWater = Math.max(this.highWater, this.usedBytes);
+    this.gauge?.set(this.usedBytes);
+  }
+
+  private grantWaiting(): void {
+    while (this.waiting.length > 0 && this.usedBytes + this.waiting[0]!.bytes <= this.limitBytes) {
+      const next = this.waiting.shift()!;
+      this.add(next.bytes);
+      next.grant();
+    }
+  }
+}

@@ -1,0 +1,79 @@
+import { StoreFailure } from "./store-failure.js";
+
+/**
+ * What one failed Redis attempt means for the operation it belongs to
+ * (issue 9 deliverable 2):
+ *
+ * - `retry`: a passing condition (not connected, connection lost, no answer,
+ *   Redis loading its data, a read-only replica, a busy script); try again
+ *   with the same operation id until `--store-timeout` runs out. `sent` is
+ *   true when the command may have reached Redis and been applied
+ *   (connection lost or no answer after it was written), false when it was
+ *   certainly not applied (never written, or refused with an error reply).
+ *   `cause` is a short phrase for the caller's message.
+ * - `fail`: an infrastructure condition a retry within the timeout will not
+ *   fix; the failure is final and nothing was applied by this attempt.
+ * - `bug`: anything else (a Lua error, a malformed reply): not an
+ *   infrastructure condition, so it stays INTERNAL.
+ */
+export type RedisErrorClass =
+  | { kind: "retry"; sent: boolean; cause: string }
+  | { kind: "fail"; failure: StoreFailure }
+  | { kind: "bug" };
+
+/** Thrown by an attempt that got no answer within the time left to its operation. */
+export class RedisAttemptTimeout extends Error {
+  override name = "RedisAttemptTimeout";
+}
+
+/** Error replies that mean "not now", never "applied": the command did not run. */
+const PASSING_REPLY: Array<[RegExp, string]> = [
+  [/^LOADING\b/, "Redis is loading its data"],
+  [/^READONLY\b/, "the Redis server is a read-only replica"],
+  [/^MASTERDOWN\b/, "the replica lost its primary"],
+  [/^TRYAGAIN\b|^CLUSTERDOWN\b/, "the Redis cluster is reconfiguring"],
+  [/^BUSY\b/, "Redis is busy running a script"],
+];
+
+/** ioredis's message for a command it never wrote: the offline queue is off and the connection is not ready. */
+const NOT_SENT = /^Stream isn't writeable/;
+
+/**
+ * ioredis's messages for a command that may have been written before the
+ * connection failed: MaxRetriesPerRequestError (connectRedis sets
+ * `maxRetriesPerRequest: 0`, so every command in flight gets it when the
+ * connection closes), "Socket timeout" (no data for `socketTimeout`), and
+ * "Connection is closed." (the client was closed; a command in flight then
+ * gets it too, so it cannot prove the command unsent).
+ */
+const MAYBE_SENT = /^Reached the max retries per request|^Socket timeout\b|^Connection is closed\.|ECONNRESET|EPIPE|ETIMEDOUT/;
+
+/**
+ * Classifies an error thrown by one Redis attempt (ioredis command, script
+ * or MULTI) as {@link RedisErrorClass}. A {@link StoreFailure} (the write
+ * guard's `not_durable`) is final. Error replies are read from their text:
+ * `MISCONF` (Redis cannot persist) is `not_durable`, or `disk_full` when the
+ * text says no space is left on the device; `OOM` (maxmemory reached) and
+ * `NOREPLICAS` are final too. Errors raised inside a script keep the reply's
+ * code in their text, so they are recognised the same way.
+ */
+export function classifyRedisError(err: unknown): RedisErrorClass {
+  if (err instanceof StoreFailure) return { kind: "fail", failure: err };
+  if (err instanceof RedisAttemptTimeout) return { kind: "retry", sent: true, cause: "no answer" };
+  if (!(err instanceof Error)) return { kind: "bug" };
+  const message = err.message;
+  if (err.name === "ReplyError") {
+    for (const [pattern, cause] of PASSING_REPLY) if (pattern.test(message)) return { kind: "retry", sent: false, cause };
+    if (/\bMISCONF\b/.test(message)) {
+      return /no space left/i.test(message)
+        ? { kind: "fail", failure: new StoreFailure("disk_full", "Redis cannot write its persistence files: no space left on its disk; nothing was written", { cause: err }) }
+        : { kind: "fail", failure: new StoreFailure("not_durable", "Redis cannot persist writes right now (MISCONF); nothing was written", { cause: err }) };
+    }
+    if (/\bOOM\b/.test(message)) return { kind: "fail", failure: new StoreFailure("disk_full", "Redis maxmemory reached; nothing was written", { cause: err }) };
+    if (/\bNOREPLICAS\b/.test(message)) return { kind: "fail", failure: new StoreFailure("not_durable", "Redis has too few replicas to accept writes; nothing was written", { cause: err }) };
+    return { kind: "bug" };
+  }
+  if (NOT_SENT.test(message)) return { kind: "retry", sent: false, cause: "not connected" };
+  if (MAYBE_SENT.test(message)) return { kind: "retry", sent: true, cause: "connection lost" };
+  return { kind: "bug" };
+}

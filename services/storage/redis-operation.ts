@@ -1,0 +1,163 @@
+import type { Redis } from "ioredis";
+import { randomBytes } from "node:crypto";
+import pRetry, { AbortError } from "p-retry";
+import { classifyRedisError, RedisAttemptTimeout } from "./redis-errors.js";
+import { opRecordTtlMs, runScript, runScriptBuffer, type OpRecord, type RedisScript } from "./redis-script.js";
+import { StoreFailure } from "./store-failure.js";
+
+type ScriptArg = string | Buffer | Uint8Array | number;
+
+/** Rejects with {@link RedisAttemptTimeout} when `p` has not settled within `ms`; `p` settling later is ignored. */
+function withinMs<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new RedisAttemptTimeout(`no answer within ${Math.round(ms)} ms`)), ms);
+    p.then(
+      (v) => (clearTimeout(timer), resolve(v)),
+      (e: unknown) => (clearTimeout(timer), reject(e)),
+    );
+  });
+}
+
+/**
+ * The Redis work of one RPC (issue 9 deliverables 1 and 2): one operation
+ * id, one deadline, one verdict.
+ *
+ * - {@link id} is a fresh random operation id; every write script the
+ *   operation runs is given the record key built from it
+ *   ({@link record}), on every attempt, so a write whose reply was lost and
+ *   that is sent again is applied once (`OP_RECORD_LUA` in redis-script.ts).
+ * - Every Redis request ({@link read}, {@link write}, {@link script}) is
+ *   retried on a passing failure (not connected, connection lost, no
+ *   answer, LOADING, READONLY: redis-errors.ts) with a short randomised
+ *   backoff (p-retry) until `timeoutMs` (`--store-timeout`) has passed since
+ *   the operation began, counting every request and retry of it; an
+ *   attempt that would outlive that deadline is cut short there.
+ * - When the time is up it throws {@link StoreFailure}: `outcome_unknown`
+ *   when any attempt of a write may have reached Redis (written, then the
+ *   connection was lost or no answer came), saying the write may or may not
+ *   have been applied; otherwise `unreachable`, saying nothing was written.
+ *   Final conditions (MISCONF, OOM, the durability guard) throw their own
+ *   StoreFailure at once, or `outcome_unknown` when an earlier attempt may
+ *   have been applied. Anything else (a Lua error) is rethrown as is and
+ *   becomes INTERNAL.
+ *
+ * Not safe to share between RPCs: the id and the deadline are the RPC's.
+ */
+export class RedisOperation {
+  /** The operation id: 16 random hex characters. */
+  readonly id = randomBytes(8).toString("hex");
+  private readonly started = performance.now();
+  /** True once an attempt of a write may have reached Redis. */
+  private maybeApplied = false;
+
+  /**
+   * @param redis the shared command connection.
+   * @param timeoutMs `--store-timeout`: milliseconds the whole operation may take.
+   * @param writes true for the operation of a write RPC (its failures say whether anything was written).
+   */
+  constructor(
+    private readonly redis: Redis,
+    private readonly timeoutMs: number,
+    private readonly writes: boolean,
+  ) {}
+
+  /** The operation record to run a write script with, under `key` (a `RedisKeys.*Op` key built from {@link id}). */
+  record(key: string): OpRecord {
+    return { key, ttlMs: opRecordTtlMs(this.timeoutMs) };
+  }
+
+  /** Runs a request that changes nothing, with retries; see the class comment for what it throws. */
+  read<T>(request: (redis: Redis) => Promise<T>): Promise<T> {
+    return this.attempt(false, request);
+  }
+
+  /**
+   * Runs `script`: a read-only script when `op` is undefined, else a write
+   * script with its operation record. Bulk replies come back as Buffers when
+   * `buffers` is true.
+   */
+  script(script: RedisScript, keys: string[], args: ScriptArg[], op?: OpRecord, buffers = false): Promise<unknown> {
+    const run = buffers ? runScriptBuffer : runScript;
+    return this.attempt(op !== undefined, (redis) => run(redis, script, keys, args, op));
+  }
+
+  private remainingMs(): number {
+    return this.timeoutMs - (performance.now() - this.started);
+  }
+
+  private async attempt<T>(write: boolean, request: (redis: Redis) => Promise<T>): Promise<T> {
+    let cause = "no attempt made";
+    let last: unknown = new RedisAttemptTimeout("no time left");
+    try {
+      return await pRetry(
+        async () => {
+          const left = this.remainingMs();
+          // Out of time before this attempt began: end with the last attempt's error.
+          if (left <= 0) throw new AbortError(last as Error);
+          return await withinMs(Promise.resolve().then(() => request(this.redis)), left);
+        },
+        {
+          retries: Infinity,
+          minTimeout: 10,
+          factor: 2,
+          maxTimeout: 200,
+          randomize: true,
+          maxRetryTime: Math.max(0, this.remainingMs()),
+          onFailedAttempt: ({ error }) => {
+            last = error;
+            const c = classifyRedisError(error);
+            if (c.kind !== "retry") return;
+            cause = c.cause;
+            if (write && c.sent) this.maybeApplied = true;
+          },
+          shouldRetry: ({ error }) => classifyRedisError(error).kind === "retry",
+        },
+      );
+    } catch (err) {
+      throw this.verdict(err, cause);
+    }
+  }
+
+  /** The error an operation ends with, from the last attempt's error. */
+  private verdict(err: unknown, cause: string): unknown {
+    const c = classifyRedisError(err);
+    if (c.kind === "bug") return err;
+    const late = `Redis did not answer within ${this.timeoutMs} ms (${cause})`;
+    if (this.maybeApplied) {
+      const why = c.kind === "fail" ? c.failure.message.replace(/; nothing was written$/, "") : late;
+      return new StoreFailure("outcome_unknown", `${why}; the write may or may not have been applied (outcome unknown)`, { cause: err });
+    }
+    if (c.kind === "fail") return c.failure;
+    return new StoreFailure("unreachable", this.writes ? `${late}; nothing was written` : late, { cause: err });
+  }
+}
+
+/**
+ * Starts {@link RedisOperation}s on one connection with one timeout; each
+ * Redis store holds one.
+ */
+export class RedisOperations {
+  /**
+   * @param redis the shared command connection.
+   * @param timeoutMs `--store-timeout` in milliseconds.
+   */
+  constructor(
+    readonly redis: Redis,
+    readonly timeoutMs: number,
+  ) {}
+
+  /** A new operation for a write RPC (fresh id, deadline `timeoutMs` from now). */
+  begin(): RedisOperation {
+    return new RedisOperation(this.redis, this.timeoutMs, true);
+  }
+
+  /** Runs one request that changes nothing as its own bounded, retried operation. */
+  read<T>(request: (redis: Redis) => Promise<T>): Promise<T> {
+    return new RedisOperation(this.redis, this.timeoutMs, false).read(request);
+  }
+
+  /** Runs one read-only script as its own bounded, retried operation. */
+  readScript(script: RedisScript, keys: string[], args: ScriptArg[], buffers = false): Promise<unknown> {
+    return new RedisOperation(this.redis, this.timeoutMs, false).script(script, keys, args, undefined, buffers);
+  }
+}

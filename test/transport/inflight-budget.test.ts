@@ -1,0 +1,78 @@
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { connect, type ClientHttp2Session } from "node:http2";
+import { Code } from "@connectrpc/connect";
+import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { startServer, type ServerProcess } from "../helpers/server.js";
+import { grpcClient } from "../helpers/clients.js";
+import { expectCode } from "../helpers/errors.js";
+import { metricValue } from "../helpers/metrics.js";
+import { waitFor } from "../helpers/wait.js";
+
+const MiB = 1024 * 1024;
+const snapshot = (bytes: number) => ({ format: "sessnap-json/1", payload: Buffer.alloc(bytes, 0x61) });
+
+/**
+ * Issue 10 deliverable 3: request and answer bytes in flight share one
+ * budget (--max-inflight-bytes); calls beyond it wait briefly, then get
+ * RESOURCE_EXHAUSTED. A request's bytes count from its length prefix, before
+ * the rest of its body is read; every message byte is charged three times
+ * (the copies the server may hold), so 48 MB holds one 12 MiB request (36 MiB)
+ * but not another 8 MiB one (24 MiB) or a 6 MiB answer (18 MiB) beside it.
+ */
+describe("the memory budget for bytes in flight (--max-inflight-bytes 48MB)", () => {
+  let server: ServerProcess;
+  let h2: ClientHttp2Session;
+  const inflight = () => metricValue(server.metricsAddress!, "mecatl_drivers_inflight_bytes");
+  beforeAll(async () => {
+    server = await startServer(["session-store", "--store", "sqlite::memory:", "--max-inflight-bytes", "48MB", "--metrics-listen", "127.0.0.1:0"]);
+    h2 = connect(`http://${server.address}`);
+  });
+  afterAll(async () => {
+    h2?.close();
+    await server?.stop();
+  });
+
+  /** Starts a Save whose length prefix announces `bytes` and sends only the first kilobyte of it. */
+  function stalledSave(bytes: number) {
+    const stream = h2.request({ ":method": "POST", ":path": `/${SessionStoreService.typeName}/Save`, "content-type": "application/grpc", te: "trailers" });
+    stream.on("error", () => undefined);
+    const prefix = Buffer.alloc(5);
+    prefix.writeUInt32BE(bytes, 1);
+    stream.write(Buffer.concat([prefix, Buffer.alloc(1024)]));
+    return stream;
+  }
+
+  test("a request larger than the whole budget is refused at once", async () => {
+    const err = await expectCode(grpcClient(SessionStoreService, server.address).save({ sessionId: "huge", snapshot: snapshot(20 * MiB) }), Code.ResourceExhausted);
+    expect(err.rawMessage).toContain("--max-inflight-bytes");
+  });
+
+  test("calls beyond the budget wait, then get RESOURCE_EXHAUSTED; freed bytes admit them again", async () => {
+    const client = grpcClient(SessionStoreService, server.address);
+    const stalled = stalledSave(12 * MiB);
+    await waitFor(async () => (await inflight()) >= 36 * MiB, 10_000, "the stalled request's bytes to be taken from the budget");
+
+    const err = await expectCode(client.save({ sessionId: "beyond", snapshot: snapshot(8 * MiB) }), Code.ResourceExhausted);
+    expect(err.rawMessage).toMatch(/budget.*full.*--max-inflight-bytes/);
+    // Nothing was stored by the refused call; small calls still pass.
+    await expectCode(client.load({ sessionId: "beyond" }), Code.NotFound);
+
+    const waiting = client.save({ sessionId: "after", snapshot: snapshot(8 * MiB) });
+    stalled.close();
+    await waiting;
+    expect((await client.load({ sessionId: "after" })).snapshot?.payload.length).toBe(8 * MiB);
+    await waitFor(async () => (await inflight()) === 0, 10_000, "the budget to be given back");
+  });
+
+  test("an answer that does not fit is RESOURCE_EXHAUSTED", async () => {
+    const client = grpcClient(SessionStoreService, server.address);
+    await client.save({ sessionId: "answer", snapshot: snapshot(6 * MiB) });
+    const stalled = stalledSave(12 * MiB);
+    await waitFor(async () => (await inflight()) >= 36 * MiB, 10_000, "the stalled request's bytes to be taken from the budget");
+    const err = await expectCode(client.load({ sessionId: "answer" }), Code.ResourceExhausted);
+    expect(err.rawMessage).toContain("answer");
+    stalled.close();
+    await waitFor(async () => (await inflight()) === 0, 10_000, "the budget to be given back");
+    expect((await client.load({ sessionId: "answer" })).snapshot?.payload.length).toBe(6 * MiB);
+  });
+});
