@@ -20,10 +20,10 @@ function toBuffer(bytes: Uint8Array): Buffer {
  *
  * Every call is a bounded {@link RedisOperations} operation: writes carry an
  * operation record (exactly once across retries) and every call fails with
- * a StoreFailure (UNAVAILABLE) after `--store-timeout`. The first call of a
- * process that needs the metadata waits for its start-up (recording the
- * partition count, backfilling a store written by an earlier build); the
- * constructor starts it.
+ * a StoreFailure (UNAVAILABLE) after `--store-timeout`. {@link open}, run
+ * before the server listens, prepares the metadata (recording the partition
+ * count, backfilling a store written by an earlier build); a call that finds
+ * it not done (it failed) runs it again first.
  */
 export class RedisSessionStore implements SessionStore {
   private readonly ops: RedisOperations;
@@ -37,7 +37,11 @@ export class RedisSessionStore implements SessionStore {
   ) {
     this.ops = new RedisOperations(redis, storeTimeoutMs);
     this.meta = new RedisSessionMetadata(this.ops, keys);
-    this.meta.config().catch(() => undefined);
+  }
+
+  /** Records the metadata configuration and backfills a store written by an earlier build (see RedisSessionMetadata.config). */
+  async open(): Promise<void> {
+    await this.meta.config();
   }
 
   private async put(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection, mode: "save" | "create"): Promise<boolean> {

@@ -12,6 +12,9 @@ import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery
 export class SqliteSessionStore implements SessionStore {
   constructor(private readonly db: SqliteDatabase) {}
 
+  /** Nothing to do: the schema migration (metadata backfill included) ran when the database was opened. */
+  async open(): Promise<void> {}
+
   save(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<void> {
     return this.db.call("session.save", { sessionId, snapshot, projection });
   }

@@ -103,6 +103,15 @@ export interface LineageAnswer {
  */
 export interface SessionStore {
   /**
+   * Prepares the store before it serves its first call (issue 12): on Redis,
+   * records the metadata index's configuration and backfills the metadata of
+   * a store written by an earlier build; on SQLite there is nothing left to
+   * do (the migration ran when the file was opened).
+   *
+   * @throws the store's error (a StoreFailure when Redis fails) when it cannot.
+   */
+  open(): Promise<void>;
+  /**
    * Upserts the snapshot with its projection and records the save time. When
    * the session held another incarnation, that incarnation's lineage record
    * becomes `pruned`; the new one is `retained` (spec/session-metadata.md
