@@ -1,4 +1,9 @@
 import type { PageSessionMetadataResponse, SessionLineageEntry } from "../gen/mecatl/driver/v1/session_store_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { compareIdBytes } from "../common/byte-order.js";
+import { isValidIncarnation } from "../common/incarnation.js";
+import { compareLineage } from "../common/lineage-order.js";
+import { directlyRelated, relationshipOf, relationshipProblem } from "../common/session-relationship.js";
 import { InvalidDriverResponseError } from "./errors.js";
 import { optionalNanos } from "./time.js";
 
@@ -18,9 +23,9 @@ export interface MetadataCursor {
   continuation: string;
 }
 
-/** Orders two ids byte-wise on their UTF-8 encoding, as Go compares strings. */
-export function compareIdBytes(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"));
+/** True when a Timestamp is one Go's `CheckValid` accepts: years 0001-9999, nanos 0-999999999. */
+function validTimestamp(ts: Timestamp | undefined): boolean {
+  return ts === undefined || (ts.seconds >= -62_135_596_800n && ts.seconds <= 253_402_300_799n && ts.nanos >= 0 && ts.nanos <= 999_999_999);
 }
 
 /** Page order: newer save time first, then session id ascending byte-wise. Negative when `a` comes first. */
@@ -38,6 +43,7 @@ function pageOrder(a: { at: bigint; id: string }, b: { at: bigint; id: string })
 export function checkMetadataPage(
   limit: number,
   requestCursor: MetadataCursor | undefined,
+  owner: { issuer: string; subject: string } | undefined,
   res: PageSessionMetadataResponse,
   operation: string,
 ): { sessions: PageSessionMetadataResponse["sessions"]; nextCursor?: MetadataCursor; totalCount: number } {
@@ -47,6 +53,10 @@ export function checkMetadataPage(
   let previous = requestCursor === undefined ? undefined : { at: requestCursor.modifiedAt, id: requestCursor.sessionId };
   for (const row of res.sessions) {
     if (row.sessionId === "") throw bad("a row has an empty session id");
+    if (!validTimestamp(row.modifiedAt) || !validTimestamp(row.createdAt)) throw bad(`row ${JSON.stringify(row.sessionId)} has an invalid timestamp`);
+    if (owner !== undefined && !(row.hasOwner && row.ownerIssuer === owner.issuer && row.ownerSubject === owner.subject)) {
+      throw bad(`row ${JSON.stringify(row.sessionId)} is outside the requested owner scope`);
+    }
     const key = { at: optionalNanos(row.modifiedAt) ?? 0n, id: row.sessionId };
     if (previous !== undefined && pageOrder(previous, key) >= 0) throw bad(`row ${JSON.stringify(row.sessionId)} is out of order or not after the cursor`);
     previous = key;
@@ -54,6 +64,7 @@ export function checkMetadataPage(
   const nc = res.nextCursor;
   if (nc === undefined) return { sessions: res.sessions, totalCount: res.totalCount };
   if (nc.generation === "" || nc.scope === "" || nc.continuation === "") throw bad("next_cursor lacks generation, scope or continuation");
+  if (nc.modifiedAt === undefined || !validTimestamp(nc.modifiedAt)) throw bad("next_cursor has no valid modified_at");
   const last = res.sessions.at(-1);
   const at = optionalNanos(nc.modifiedAt) ?? 0n;
   if (last === undefined || last.sessionId !== nc.sessionId || (optionalNanos(last.modifiedAt) ?? 0n) !== at) throw bad("next_cursor does not point at the last row");
@@ -65,15 +76,20 @@ export function checkMetadataPage(
 }
 
 /**
- * Checks a ReadLineage answer (section 2.5): at most `limit` records (one
- * and not truncated for an exact query, and then exactly the selected
- * record), states `retained`/`pruned` with `deleted_at` only on pruned ones,
- * 32-byte owner scopes, non-empty incarnations.
+ * Checks a ReadLineage answer as the harness's client does (section 2.5;
+ * spec/session-metadata.md section 5.3): at most `limit` records (one and
+ * not truncated for an exact query, and then exactly the selected record);
+ * every record with a non-empty id, a valid incarnation, a kind and
+ * relationship that pass the harness's validation, state `retained` (no
+ * `deleted_at`) or `pruned` (with a valid one), a 32-byte owner scope; every
+ * record not of the root id directly related to the root incarnation; and the
+ * records in order (root first, then id, retained before pruned, then
+ * incarnation).
  *
  * @throws InvalidDriverResponseError naming the broken rule.
  */
 export function checkLineage(
-  req: { limit: number; record?: { sessionId: string; incarnation: string } },
+  req: { rootSessionId: string; rootIncarnation: string; limit: number; record?: { sessionId: string; incarnation: string } },
   records: SessionLineageEntry[],
   truncated: boolean,
   operation: string,
@@ -85,11 +101,21 @@ export function checkLineage(
     const r = records[0];
     if (r !== undefined && (r.sessionId !== req.record.sessionId || r.incarnation !== req.record.incarnation)) throw bad("the exact lineage query returned another record");
   }
-  for (const r of records) {
-    if (r.sessionId === "" || r.incarnation === "") throw bad("a lineage record lacks its session id or incarnation");
-    if (r.state === "retained" && r.deletedAt !== undefined) throw bad(`retained record ${JSON.stringify(r.sessionId)} has deleted_at`);
-    if (r.state === "pruned" && r.deletedAt === undefined) throw bad(`pruned record ${JSON.stringify(r.sessionId)} lacks deleted_at`);
-    if (r.state !== "retained" && r.state !== "pruned") throw bad(`record ${JSON.stringify(r.sessionId)} has unknown state ${JSON.stringify(r.state)}`);
-    if (r.ownerScope.byteLength !== 32) throw bad(`record ${JSON.stringify(r.sessionId)} has an owner scope of ${r.ownerScope.byteLength} bytes, not 32`);
+  for (const [i, r] of records.entries()) {
+    const name = JSON.stringify(r.sessionId);
+    if (r.sessionId === "") throw bad("a lineage record has an empty session id");
+    if (!isValidIncarnation(r.incarnation)) throw bad(`record ${name} has an invalid incarnation ${JSON.stringify(r.incarnation)}`);
+    const rel = relationshipOf(r);
+    const problem = relationshipProblem(r.kind, rel);
+    if (problem !== undefined) throw bad(`record ${name}: ${problem}`);
+    if (r.state === "retained" && r.deletedAt !== undefined) throw bad(`retained record ${name} has deleted_at`);
+    if (r.state === "pruned" && (r.deletedAt === undefined || !validTimestamp(r.deletedAt))) throw bad(`pruned record ${name} lacks a valid deleted_at`);
+    if (r.state !== "retained" && r.state !== "pruned") throw bad(`record ${name} has unknown state ${JSON.stringify(r.state)}`);
+    if (r.ownerScope.byteLength !== 32) throw bad(`record ${name} has an owner scope of ${r.ownerScope.byteLength} bytes, not 32`);
+    if (r.sessionId !== req.rootSessionId && !directlyRelated(rel, req.rootSessionId, req.rootIncarnation)) {
+      throw bad(`record ${name} is not directly related to the requested root incarnation`);
+    }
+    const previous = records[i - 1];
+    if (previous !== undefined && compareLineage(req.rootSessionId, previous, r) >= 0) throw bad(`record ${name} is out of order`);
   }
 }

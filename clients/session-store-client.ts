@@ -18,6 +18,7 @@ import {
 } from "./errors.js";
 import { instantToTimestamp, optionalNanos } from "./time.js";
 import { checkMetadataPage, checkLineage, MAX_LINEAGE_RECORDS, type MetadataCursor } from "./session-store-checks.js";
+import { isValidIncarnation } from "../common/incarnation.js";
 
 /** The contract string a session store driver must announce (wire-contract.md section 2.4). */
 export const SESSION_STORE_CONTRACT = "session-store/1";
@@ -291,8 +292,9 @@ export class SessionStoreClient {
         ),
       (err) => (err.code === Code.Aborted ? new MetadataCursorRestartError(`the metadata cursor must restart: ${err.rawMessage}`, operation, err.code) : undefined),
     );
-    const page = checkMetadataPage(req.limit, c, res, operation);
-    if (!this.capabilities.activityProjection) for (const s of page.sessions) s.activityState = "";
+    const page = checkMetadataPage(req.limit, c, req.ownershipEnforced === true ? (req.owner ?? { issuer: "", subject: "" }) : undefined, res, operation);
+    // The harness reads anything but draft or active as unknown, and every value as unknown without projection.
+    for (const s of page.sessions) if (!this.capabilities.activityProjection || (s.activityState !== "draft" && s.activityState !== "active")) s.activityState = "";
     return page;
   }
 
@@ -308,13 +310,13 @@ export class SessionStoreClient {
     const operation = `${SERVICE}/ReadLineage`;
     if (!this.capabilities.lineage) throw new UnsupportedError(operation, "the driver negotiated lineage=false", "lineage");
     requireText(operation, "root session id", req.rootSessionId);
-    requireText(operation, "root incarnation", req.rootIncarnation);
+    if (!isValidIncarnation(req.rootIncarnation)) throw new InvalidRequestError(`root incarnation ${JSON.stringify(req.rootIncarnation)} is not a valid incarnation id`, operation);
     if (!Number.isInteger(req.limit) || req.limit < 1 || req.limit > MAX_LINEAGE_RECORDS) {
       throw new InvalidRequestError(`limit must be from 1 to ${MAX_LINEAGE_RECORDS}`, operation);
     }
     if (req.record !== undefined) {
       requireText(operation, "record session id", req.record.sessionId);
-      requireText(operation, "record incarnation", req.record.incarnation);
+      if (!isValidIncarnation(req.record.incarnation)) throw new InvalidRequestError(`record incarnation ${JSON.stringify(req.record.incarnation)} is not a valid incarnation id`, operation);
       if (req.record.sessionId === req.rootSessionId) throw new InvalidRequestError("the record selector must name a session other than the root", operation);
     }
     const res = await unaryCall(operation, options, (o) =>

@@ -1,6 +1,10 @@
-import { Command } from "commander";
+import { Command, InvalidArgumentError } from "commander";
 import { readFileSync } from "node:fs";
-import { formatNanos } from "../time.js";
+import type { SessionLineageEntry, SessionMetadataEntry } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { formatNanos, optionalNanos } from "../time.js";
+import { MetadataCursorRestartError, type MetadataCursor, type SessionStoreClient } from "../session-store-client.js";
+import { MAX_LINEAGE_RECORDS } from "../session-store-checks.js";
+import { incarnationOfSnapshot } from "../session-incarnation.js";
 import { forEachId, leafCommand, parseCount, withClients, type CommonFlags } from "./common.js";
 import { action, printFields, printJson, printTable, UsageError } from "./output.js";
 
@@ -15,6 +19,24 @@ function summary(snapshot: Record<string, unknown>): Array<[string, string | num
     ["created at", text("created_at")],
     ["messages", Array.isArray(snapshot.messages) ? snapshot.messages.length : undefined],
   ];
+}
+
+/** How many times `sessions list` starts its walk again when the sessions change under it. */
+const LIST_RESTARTS = 3;
+
+/** Commander parser for a page size or lineage limit: a whole number ≥ 1. */
+function parsePositive(text: string): number {
+  const n = parseCount(text);
+  if (n < 1) throw new InvalidArgumentError(`expected a whole number of at least 1, got ${JSON.stringify(text)}`);
+  return n;
+}
+
+interface OwnerListFlags extends CommonFlags {
+  ownerIssuer?: string;
+  ownerSubject?: string;
+  pageSize: number;
+  /** Most rows to print; 0 for all. */
+  limit: number;
 }
 
 /**
@@ -48,17 +70,96 @@ function snapshotFromFile(sessionId: string, file: string): Uint8Array {
 }
 
 /**
- * `mecatl-drivers sessions list|get|save|create|delete`: the session store
- * as an operator sees it (wire-contract.md section 2).
+ * Walks PageMetadata for one owner (wire-contract.md section 2.5), page by
+ * page, up to `limit` rows; starts again from the first page when a cursor
+ * must restart (the owner's sessions changed), at most {@link LIST_RESTARTS}
+ * times.
+ */
+async function ownerRows(store: SessionStoreClient, flags: OwnerListFlags): Promise<{ rows: SessionMetadataEntry[]; total: number }> {
+  const owner = { issuer: flags.ownerIssuer ?? "", subject: flags.ownerSubject ?? "" };
+  const most = flags.limit > 0 ? flags.limit : Infinity;
+  for (let attempt = 0; ; attempt++) {
+    const rows: SessionMetadataEntry[] = [];
+    let cursor: MetadataCursor | undefined;
+    let total = 0;
+    try {
+      do {
+        const want = Math.min(flags.pageSize, most - rows.length);
+        const page = await store.pageMetadata({ limit: want, cursor, owner, ownershipEnforced: true });
+        rows.push(...page.sessions);
+        total = page.totalCount;
+        cursor = page.nextCursor;
+      } while (cursor !== undefined && rows.length < most);
+      return { rows, total };
+    } catch (err) {
+      if (!(err instanceof MetadataCursorRestartError) || attempt >= LIST_RESTARTS) throw err;
+    }
+  }
+}
+
+function metadataJson(r: SessionMetadataEntry) {
+  const at = optionalNanos(r.modifiedAt);
+  const created = optionalNanos(r.createdAt);
+  return {
+    sessionId: r.sessionId,
+    modifiedAt: at === undefined ? null : formatNanos(at),
+    createdAt: created === undefined ? null : formatNanos(created),
+    state: r.state,
+    kind: r.kind,
+    activity: r.activityState,
+    title: r.title,
+    turns: r.turns,
+    modelId: r.modelId,
+    owner: r.hasOwner ? { issuer: r.ownerIssuer, subject: r.ownerSubject, grantType: r.ownerGrantType, name: r.ownerName } : null,
+    estimatedBytes: r.estimatedBytes,
+  };
+}
+
+/** The relation a lineage record has to the root, as one word plus the related id. */
+function relation(r: SessionLineageEntry, root: string): string {
+  if (r.sessionId === root) return "root";
+  if (r.parentSessionId === root) return `child of ${root}`;
+  if (r.originSessionId === root) return `scheduled from ${root}`;
+  if (r.debugTargetSessionId === root) return `debugging ${root}`;
+  return "";
+}
+
+interface LineageFlags extends CommonFlags {
+  incarnation?: string;
+  limit: number;
+  record?: string;
+  recordIncarnation?: string;
+}
+
+/**
+ * `mecatl-drivers sessions list|get|save|create|delete|lineage`: the session
+ * store as an operator sees it (wire-contract.md section 2).
  */
 export function sessionsCommand(): Command {
   const sessions = new Command("sessions").description("list, show and delete stored session snapshots (SessionStoreService)");
 
   sessions.addCommand(
-    leafCommand("list", "list stored sessions, most recently saved first", "session-store")
+    leafCommand("list", "list stored sessions, most recently saved first; with --owner-issuer/--owner-subject, one owner's sessions with their metadata (PageMetadata)", "session-store")
+      .option("--owner-issuer <issuer>", "list only sessions of this owner (with --owner-subject), page by page")
+      .option("--owner-subject <subject>", "list only sessions of this owner (with --owner-issuer), page by page")
+      .option("--page-size <n>", "rows per PageMetadata call", parsePositive, 100)
       .option("--limit <n>", "show only the n most recently saved (0: all)", parseCount, 0)
       .action(
-        action(async (flags: CommonFlags & { limit: number }) => {
+        action(async (flags: OwnerListFlags) => {
+          if (flags.ownerIssuer !== undefined || flags.ownerSubject !== undefined) {
+            const { rows, total } = await withClients(flags, "session-store", (c) => ownerRows(c.sessionStore!, flags));
+            if (flags.json) {
+              printJson({ totalCount: total, sessions: rows.map(metadataJson) });
+              return;
+            }
+            // The id goes last, as in the plain listing.
+            printTable(
+              ["MODIFIED", "STATE", "KIND", "ACTIVITY", "TITLE", "SESSION"],
+              rows.map((r) => [metadataJson(r).modifiedAt ?? undefined, r.state, r.kind, r.activityState, r.title, r.sessionId]),
+            );
+            process.stderr.write(`${rows.length} of ${total} sessions of this owner\n`);
+            return;
+          }
           const all = await withClients(flags, "session-store", (c) => c.sessionStore!.list());
           all.sort((a, b) => (a.modifiedAt === b.modifiedAt ? a.sessionId.localeCompare(b.sessionId) : (b.modifiedAt ?? 0n) > (a.modifiedAt ?? 0n) ? 1 : -1));
           const rows = flags.limit > 0 ? all.slice(0, flags.limit) : all;
@@ -121,6 +222,35 @@ export function sessionsCommand(): Command {
     )
       .argument("<session-id...>", "the sessions to delete")
       .action(action((ids: string[], flags: CommonFlags) => forEachId(ids, flags, "session-store", "deleted", (c, id) => c.sessionStore!.delete(id)))),
+  );
+  sessions.addCommand(
+    leafCommand("lineage", "show a session's lineage: its own records (tombstones included) and the sessions directly related to one incarnation (ReadLineage)", "session-store")
+      .argument("<session-id>", "the root session")
+      .option("--incarnation <id>", "the root incarnation (default: the one in the session's stored snapshot)")
+      .option("--limit <n>", `most records, 1 to ${MAX_LINEAGE_RECORDS}`, parsePositive, MAX_LINEAGE_RECORDS)
+      .option("--record <session-id>", "read only this related record (with --record-incarnation)")
+      .option("--record-incarnation <id>", "the incarnation of the --record session")
+      .action(
+        action(async (root: string, flags: LineageFlags) => {
+          if ((flags.record === undefined) !== (flags.recordIncarnation === undefined)) throw new UsageError("--record and --record-incarnation go together");
+          const { records, truncated } = await withClients(flags, "session-store", async (c) => {
+            const store = c.sessionStore!;
+            const rootIncarnation = flags.incarnation ?? incarnationOfSnapshot(root, (await store.load(root)).payload);
+            const record = flags.record === undefined ? undefined : { sessionId: flags.record, incarnation: flags.recordIncarnation! };
+            return store.readLineage({ rootSessionId: root, rootIncarnation, limit: flags.limit, record });
+          });
+          const deleted = (r: SessionLineageEntry) => (r.deletedAt === undefined ? undefined : formatNanos(optionalNanos(r.deletedAt)!));
+          if (flags.json) {
+            printJson({ truncated, records: records.map((r) => ({ ...r, $typeName: undefined, deletedAt: deleted(r) ?? null, ownerScope: Buffer.from(r.ownerScope).toString("hex") })) });
+            return;
+          }
+          printTable(
+            ["SESSION", "INCARNATION", "KIND", "STATE", "DELETED", "RELATION", "OWNER SCOPE"],
+            records.map((r) => [r.sessionId, r.incarnation, r.kind, r.state, deleted(r), relation(r, root), Buffer.from(r.ownerScope).toString("hex").slice(0, 16)]),
+          );
+          if (truncated) process.stderr.write(`more records exist; raise --limit (at most ${MAX_LINEAGE_RECORDS})\n`);
+        }),
+      ),
   );
   return sessions;
 }

@@ -9,7 +9,7 @@ import type { ScheduleFireRecord, ScheduleRecord } from "../../gen/mecatl/driver
 import { invalidArgument } from "../rpc/errors.js";
 import { timestampToNanos } from "../rpc/timestamp.js";
 import { requireFormat, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
-import { ZERO_TIME_NANOS } from "./rfc3339.js";
+import { ZERO_TIME_NANOS } from "../json/rfc3339.js";
 import {
   parseFire,
   parseSchedule,

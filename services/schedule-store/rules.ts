@@ -6,7 +6,7 @@
  * by re-running it until a version-checked commit succeeds. Nothing here does
  * I/O, and every value is structured-clone friendly.
  */
-import { floorDiv, ZERO_TIME_NANOS } from "./rfc3339.js";
+import { floorDiv, ZERO_TIME_NANOS } from "../json/rfc3339.js";
 import { INT64_MAX, PENDING_FIRE_SESSION_ID, withFireProgress, type FireDocument, type ScheduleDocument, type ScheduleState } from "./schedule.js";
 
 /**

@@ -23,8 +23,8 @@
  * rewrite is {@link withFireProgress}, which replaces the `ProgressAt` value
  * (section 5.5 RecordFireProgress).
  */
-import { foldKey, JsonSyntaxError, keyMatches, scanDocumentObject, type JsonMember } from "./json-scan.js";
-import { formatRfc3339, parseRfc3339, TimeFormatError, ZERO_TIME_NANOS } from "./rfc3339.js";
+import { foldKey, JsonSyntaxError, keyMatches, scanDocumentObject, type JsonMember } from "../json/json-scan.js";
+import { formatRfc3339, parseRfc3339, TimeFormatError, ZERO_TIME_NANOS } from "../json/rfc3339.js";
 
 /** Format tag of fire records and of schedules that do not own their placement (section 5.3). */
 export const SCHEDULE_FORMAT_V1 = "schedule-json/1";

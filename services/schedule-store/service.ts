@@ -8,7 +8,7 @@ import {
 import { notFound } from "../rpc/errors.js";
 import { optionalTime, requireTime, validFireRecord, validScheduleRecord } from "./requests.js";
 import { requireId } from "../rpc/validate.js";
-import { formatRfc3339 } from "./rfc3339.js";
+import { formatRfc3339 } from "../json/rfc3339.js";
 import type { RuleError, ScheduleMutation } from "./rules.js";
 import { encodeSchedule, SCHEDULE_FORMAT_V1, scheduleFormat, type ScheduleDocument } from "./schedule.js";
 import type { ScheduleStore, StoreReply } from "./store.js";

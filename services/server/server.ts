@@ -209,7 +209,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   const moduleCleanup: Array<() => void | Promise<void>> = [];
   const ctx = { backend, settings: options.settings, logger, metrics, onClose: (fn: () => void | Promise<void>) => void moduleCleanup.push(fn) };
-  const mounted = SERVICE_MODULES.filter((m) => options.services.includes(m.name)).flatMap((m) => m.mount(ctx));
+  const mounted = (await Promise.all(SERVICE_MODULES.filter((m) => options.services.includes(m.name)).map((m) => m.mount(ctx)))).flat();
   const health = new HealthState(mounted.map((m) => m.desc.typeName));
   const instrumented = mounted.map((m) => ({ desc: m.desc, impl: instrument(m.desc, m.impl, { metrics, logger }) }));
   const withHealth: MountedService[] = [...instrumented, { desc: Health, impl: healthService(health) as unknown as AnyServiceImpl }];

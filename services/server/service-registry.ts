@@ -1,5 +1,6 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { Backend } from "../storage/backend.js";
+import { StartupError } from "../storage/redis-connection.js";
 import type { AnyServiceImpl } from "./grpc-adapter.js";
 import type { Logger } from "./logger.js";
 import type { Metrics } from "./metrics.js";
@@ -49,8 +50,8 @@ export interface MountedService {
 /** A deployable unit of `serve`: one or more gRPC services over the shared backend. */
 export interface ServiceModule {
   name: ServiceName;
-  /** Builds the implementations; called once at start. */
-  mount(ctx: ServiceContext): MountedService[];
+  /** Builds the implementations; called once at start, before the server listens (it may prepare its store first). */
+  mount(ctx: ServiceContext): MountedService[] | Promise<MountedService[]>;
 }
 
 /**
@@ -61,7 +62,15 @@ export interface ServiceModule {
 export const SERVICE_MODULES: readonly ServiceModule[] = [
   {
     name: "session-store",
-    mount: (ctx) => [{ desc: SessionStoreService, impl: sessionStoreService(openSessionStore(ctx.backend)) }],
+    mount: async (ctx) => {
+      const store = openSessionStore(ctx.backend);
+      try {
+        await store.open();
+      } catch (err) {
+        throw new StartupError(`cannot prepare the session store (${ctx.backend.description}): ${(err as Error).message}`);
+      }
+      return [{ desc: SessionStoreService, impl: sessionStoreService(store) }];
+    },
   },
   {
     name: "event-log",

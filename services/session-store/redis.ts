@@ -1,46 +1,9 @@
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { RedisOperations } from "../storage/redis-operation.js";
-import { redisScript } from "../storage/redis-script.js";
-import type { SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
-
-/**
- * Saves a snapshot. Reads the time from the Redis server so every replica of
- * the driver stamps saves with one clock. A write script: also takes the
- * operation record (redis-script.ts `OP_RECORD_LUA`).
- * KEYS[1] snapshot hash, KEYS[2] session index (sorted set).
- * ARGV[1] session id, ARGV[2] format, ARGV[3] payload, ARGV[4] "1" to create only.
- * Returns 1 when stored (recorded), 0 when ARGV[4] is "1" and the session
- * exists (nothing written, not recorded).
- */
-const SAVE = redisScript({
-  name: "mecatlSessionSave",
-  lua: `
-if ARGV[4] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local t = redis.call('TIME')
-local us = t[1] .. string.format('%06d', tonumber(t[2]))
-redis.call('HSET', KEYS[1], 'format', ARGV[2], 'payload', ARGV[3], 'modified_us', us)
-redis.call('ZADD', KEYS[2], us, ARGV[1])
-return op_done(1)
-`,
-});
-
-/**
- * Deletes a session and all of its records, then tells whoever listens. A
- * write script (operation record, redis-script.ts `OP_RECORD_LUA`).
- * KEYS[1] session index, KEYS[2..] every key of the session.
- * ARGV[1] session id, ARGV[2..] channels to PUBLISH an empty message on.
- * Returns 1 (recorded).
- */
-const DELETE = redisScript({
-  name: "mecatlSessionDelete",
-  lua: `
-redis.call('ZREM', KEYS[1], ARGV[1])
-for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
-for i = 2, #ARGV do redis.call('PUBLISH', ARGV[i], '') end
-return op_done(1)
-`,
-});
+import type { SessionProjection } from "./projection.js";
+import { DELETE_PROJECTED, RedisSessionMetadata, SAVE_PROJECTED } from "./redis-metadata.js";
+import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery, SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
 
 function toBuffer(bytes: Uint8Array): Buffer {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -48,17 +11,23 @@ function toBuffer(bytes: Uint8Array): Buffer {
 
 /**
  * SessionStore on Redis: a hash per session (hash-tagged by id) plus a sorted
- * set indexing ids by save time, so List never scans the keyspace. Save and
- * Create are one script each, so the snapshot and its index entry change
- * together. Note the index is a separate slot from the session's keys: on a
- * Redis Cluster these scripts would need the index split per slot.
+ * set indexing ids by save time, so List never scans the keyspace, and the
+ * partitioned metadata index and lineage records of redis-metadata.ts. Save,
+ * Create and Delete are one script each, so the snapshot, its List entry,
+ * its metadata row and its lineage records change together. Note the List
+ * index is a separate slot from the session's keys: on a Redis Cluster these
+ * scripts would need the index split per slot (issue 13).
  *
  * Every call is a bounded {@link RedisOperations} operation: writes carry an
  * operation record (exactly once across retries) and every call fails with
- * a StoreFailure (UNAVAILABLE) after `--store-timeout`.
+ * a StoreFailure (UNAVAILABLE) after `--store-timeout`. {@link open}, run
+ * before the server listens, prepares the metadata (recording the partition
+ * count, backfilling a store written by an earlier build); a call that finds
+ * it not done (it failed) runs it again first.
  */
 export class RedisSessionStore implements SessionStore {
   private readonly ops: RedisOperations;
+  private readonly meta: RedisSessionMetadata;
 
   /** @param storeTimeoutMs `--store-timeout` in milliseconds. */
   constructor(
@@ -67,21 +36,27 @@ export class RedisSessionStore implements SessionStore {
     storeTimeoutMs: number,
   ) {
     this.ops = new RedisOperations(redis, storeTimeoutMs);
+    this.meta = new RedisSessionMetadata(this.ops, keys);
   }
 
-  private async put(sessionId: string, snapshot: StoredSnapshot, createOnly: boolean): Promise<boolean> {
+  /** Records the metadata configuration and backfills a store written by an earlier build (see RedisSessionMetadata.config). */
+  async open(): Promise<void> {
+    await this.meta.config();
+  }
+
+  private async put(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection, mode: "save" | "create"): Promise<boolean> {
+    const { keys, args } = this.meta.write(await this.meta.config(), sessionId, projection);
     const op = this.ops.begin();
-    const keys = [this.keys.snapshot(sessionId), this.keys.sessionIndex()];
-    const args = [sessionId, snapshot.format, toBuffer(snapshot.payload), createOnly ? "1" : "0"];
-    return (await op.script(SAVE, keys, args, op.record(this.keys.sessionOp(sessionId, op.id)))) === 1;
+    const argv = [sessionId, snapshot.format, toBuffer(snapshot.payload), mode, ...args()];
+    return (await op.script(SAVE_PROJECTED, keys, argv, op.record(this.keys.sessionOp(sessionId, op.id)))) === 1;
   }
 
-  async save(sessionId: string, snapshot: StoredSnapshot): Promise<void> {
-    await this.put(sessionId, snapshot, false);
+  async save(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<void> {
+    await this.put(sessionId, snapshot, projection, "save");
   }
 
-  create(sessionId: string, snapshot: StoredSnapshot): Promise<boolean> {
-    return this.put(sessionId, snapshot, true);
+  create(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<boolean> {
+    return this.put(sessionId, snapshot, projection, "create");
   }
 
   async load(sessionId: string): Promise<StoredSnapshot | undefined> {
@@ -98,8 +73,17 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async delete(sessionId: string): Promise<void> {
+    const { keys, args } = this.meta.delete(await this.meta.config(), sessionId);
     const op = this.ops.begin();
-    const keys = [this.keys.sessionIndex(), ...this.keys.sessionData(sessionId)];
-    await op.script(DELETE, keys, [sessionId, ...this.keys.sessionDeleteChannels(sessionId)], op.record(this.keys.sessionOp(sessionId, op.id)));
+    const argv = [...args, ...this.keys.sessionDeleteChannels(sessionId)];
+    await op.script(DELETE_PROJECTED, [...keys, ...this.keys.sessionData(sessionId)], argv, op.record(this.keys.sessionOp(sessionId, op.id)));
+  }
+
+  pageMetadata(query: MetadataPageQuery): Promise<MetadataPageAnswer> {
+    return this.meta.page(query);
+  }
+
+  readLineage(query: LineageQuery): Promise<LineageAnswer> {
+    return this.meta.lineage(query);
   }
 }

@@ -1,10 +1,20 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import { SessionStoreService, type SaveRequest } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import {
+  SessionStoreService,
+  type PageSessionMetadataRequest,
+  type ReadSessionLineageRequest,
+  type SaveRequest,
+} from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { isValidIncarnation } from "../../common/incarnation.js";
 import { invalidArgument, notFound } from "../rpc/errors.js";
 import { requireFormat, requireId, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
 import { microsToTimestamp } from "../rpc/timestamp.js";
 import { delimitedFieldBytes, HARNESS_MESSAGE_BYTES } from "../rpc/message-size.js";
-import type { SessionStore, StoredSnapshot } from "./store.js";
+import { ACTIVITY_STATES, type ActivityState } from "./activity.js";
+import { boundaryOf, checkCursorBinding, checkRequestCursor, CURSOR_CONTINUATION, cursorRestart, pagingScope } from "./metadata-cursor.js";
+import { projectSnapshot, SnapshotPayloadError, type SessionProjection } from "./projection.js";
+import { lineageEntry, metadataEntry, metadataEntryBytes } from "./wire-rows.js";
+import type { LineageQuery, SessionStore, StoredSnapshot } from "./store.js";
 
 /** The contract string the harness requires from Capabilities (wire-contract.md section 2.4). */
 export const SESSION_STORE_CONTRACT = "session-store/1";
@@ -12,7 +22,20 @@ export const SESSION_STORE_CONTRACT = "session-store/1";
 /** The only snapshot format the Go harness writes (wire-contract.md section 2.3). */
 export const SNAPSHOT_FORMAT = "sessnap-json/1";
 
-function validSave(req: SaveRequest): { sessionId: string; snapshot: StoredSnapshot } {
+/** Most lineage records one ReadLineage may ask for (`MaxSessionLineageRecords`, spec/session-metadata.md section 5.3). */
+export const MAX_LINEAGE_RECORDS = 256;
+
+/**
+ * Most rows one PageMetadata answer carries, whatever `limit` asks: a longer
+ * page ends early with a `next_cursor` (DESIGN.md principle 6). The harness
+ * reads `next_cursor`, not the row count, to know whether more follow.
+ */
+export const MAX_PAGE_ROWS = 1000;
+
+/** Most bytes of rows one PageMetadata answer carries (a quarter of the harness's 64 MiB message limit); at least one row is always sent. */
+export const MAX_PAGE_BYTES = HARNESS_MESSAGE_BYTES / 4;
+
+function validSave(req: SaveRequest): { sessionId: string; snapshot: StoredSnapshot; projection: SessionProjection } {
   const sessionId = requireId("session_id", req.sessionId);
   const snapshot = requirePresent("snapshot", req.snapshot);
   requireFormat("snapshot.format", snapshot.format, [SNAPSHOT_FORMAT]);
@@ -22,35 +45,112 @@ function validSave(req: SaveRequest): { sessionId: string; snapshot: StoredSnaps
   if (delimitedFieldBytes(formatBytes + delimitedFieldBytes(snapshot.payload.byteLength)) > HARNESS_MESSAGE_BYTES) {
     throw invalidArgument("snapshot.payload", `${snapshot.payload.byteLength} bytes is too large: the Load answer would exceed the harness's ${HARNESS_MESSAGE_BYTES}-byte message limit`);
   }
-  if (!["", "draft", "active"].includes(req.activityState)) {
+  if (!(ACTIVITY_STATES as readonly string[]).includes(req.activityState)) {
     throw invalidArgument("activity_state", `must be "draft", "active" or empty, got ${JSON.stringify(req.activityState)}`);
   }
-  return { sessionId, snapshot: { format: snapshot.format, payload: snapshot.payload } };
+  let projection: SessionProjection;
+  try {
+    projection = projectSnapshot(sessionId, snapshot.payload, req.activityState as ActivityState);
+  } catch (err) {
+    if (err instanceof SnapshotPayloadError) throw invalidArgument("snapshot.payload", err.message);
+    throw err;
+  }
+  return { sessionId, snapshot: { format: snapshot.format, payload: snapshot.payload }, projection };
 }
 
 /**
- * SessionStoreService over a {@link SessionStore} (wire-contract.md section 2).
+ * Checks a ReadLineage request as the harness's `ValidateSessionLineageQuery`
+ * does (spec/session-metadata.md section 5.3).
+ *
+ * @throws ConnectError INVALID_ARGUMENT naming the field: an empty root id, an
+ *   invalid root incarnation, a limit outside 1-256, or a selector that is
+ *   half given, names the root, or has an invalid incarnation.
+ */
+function validLineageQuery(req: ReadSessionLineageRequest): LineageQuery {
+  const rootSessionId = requireId("root_session_id", req.rootSessionId);
+  if (!isValidIncarnation(req.rootIncarnation)) throw invalidArgument("root_incarnation", `${JSON.stringify(req.rootIncarnation)} is not a valid incarnation id`);
+  if (req.limit < 1 || req.limit > MAX_LINEAGE_RECORDS) throw invalidArgument("limit", `must be from 1 to ${MAX_LINEAGE_RECORDS}, got ${req.limit}`);
+  const query: LineageQuery = { rootSessionId, rootIncarnation: req.rootIncarnation, limit: req.limit };
+  if (req.recordSessionId === "" && req.recordIncarnation === "") return query;
+  if (req.recordSessionId === "") throw invalidArgument("record_session_id", "is required with record_incarnation");
+  if (req.recordIncarnation === "") throw invalidArgument("record_incarnation", "is required with record_session_id");
+  if (req.recordSessionId === rootSessionId) throw invalidArgument("record_session_id", "must differ from root_session_id");
+  if (!isValidIncarnation(req.recordIncarnation)) throw invalidArgument("record_incarnation", `${JSON.stringify(req.recordIncarnation)} is not a valid incarnation id`);
+  return { ...query, record: { sessionId: req.recordSessionId, incarnation: req.recordIncarnation } };
+}
+
+/**
+ * PageMetadata (wire-contract.md section 2.5; spec/session-metadata.md
+ * sections 3 and 4): validation in the harness's order, then one store read.
+ */
+async function pageMetadata(store: SessionStore, req: PageSessionMetadataRequest) {
+  if (req.limit <= 0) throw invalidArgument("limit", `must be positive, got ${req.limit}`);
+  const cursor = req.cursor === undefined ? undefined : checkRequestCursor(req.cursor);
+  const scope = pagingScope(req);
+  if (cursor !== undefined) checkCursorBinding(cursor, scope);
+  if (scope.query === undefined) {
+    // Enforced ownership with no owner: nothing is eligible, so no cursor for this scope was ever minted.
+    if (cursor !== undefined) throw cursorRestart("no cursor exists for the owner:none scope");
+    return { sessions: [], totalCount: 0 };
+  }
+  const answer = await store.pageMetadata({
+    scope: scope.query,
+    after: cursor === undefined ? undefined : boundaryOf(cursor),
+    limit: Math.min(req.limit, MAX_PAGE_ROWS),
+    generation: cursor?.generation,
+  });
+  if (answer.restart) throw cursorRestart("the sessions in this scope changed since the cursor was minted");
+  let rows = answer.rows;
+  let bytes = 0;
+  const fit = rows.findIndex((r, i) => (bytes += metadataEntryBytes(r)) > MAX_PAGE_BYTES && i > 0);
+  if (fit > 0) rows = rows.slice(0, fit);
+  const last = rows.at(-1);
+  const more = answer.more || rows.length < answer.rows.length;
+  if (answer.total > 2 ** 31 - 1) throw new ConnectError(`${answer.total} sessions in scope do not fit total_count (int32)`, Code.Internal);
+  return {
+    sessions: rows.map(metadataEntry),
+    totalCount: answer.total,
+    nextCursor:
+      more && last !== undefined
+        ? { modifiedAt: microsToTimestamp(last.modifiedAtMicros), sessionId: last.sessionId, generation: answer.generation, scope: scope.name, continuation: CURSOR_CONTINUATION }
+        : undefined,
+  };
+}
+
+/**
+ * SessionStoreService over a {@link SessionStore} (wire-contract.md section 2;
+ * issue 12).
  *
  * - Save: upsert; INVALID_ARGUMENT for a blank `session_id`, missing
- *   `snapshot`, a format other than `sessnap-json/1`, an empty payload, or a
- *   payload whose Load answer would exceed 64 MiB (the harness's limit).
- * - Create: as Save, but ALREADY_EXISTS (nothing changed) when the id exists.
+ *   `snapshot`, a format other than `sessnap-json/1`, an empty payload, a
+ *   payload whose Load answer would exceed 64 MiB (the harness's limit), an
+ *   `activity_state` other than `""`/`draft`/`active`, or a sessnap payload
+ *   the projection refuses (another `id`, naming both; see projection.ts).
+ *   The snapshot, its metadata row, lineage records and activity change
+ *   together.
+ * - Create: as Save, but ALREADY_EXISTS (nothing changed, no generation
+ *   bumped) when the id exists.
  * - Load: NOT_FOUND naming the id when absent.
  * - List: every id with its save time.
- * - Delete: idempotent; removes the session's event log in the same store too.
- * - Capabilities: contract `session-store/1`; list, delete, create.
- * - PageMetadata, ReadLineage: UNIMPLEMENTED (advertised false, section 2.4).
+ * - Delete: idempotent; removes the session's event log in the same store
+ *   too, and prunes its lineage record.
+ * - PageMetadata: INVALID_ARGUMENT for `limit <= 0` or a malformed cursor;
+ *   ABORTED for a cursor of another driver, scope or generation.
+ * - ReadLineage: INVALID_ARGUMENT for a malformed query (see
+ *   {@link validLineageQuery}).
+ * - Capabilities: contract `session-store/1`; list, delete, create,
+ *   metadata_paging, lineage and activity_projection.
  */
 export function sessionStoreService(store: SessionStore): ServiceImpl<typeof SessionStoreService> {
   return {
     async save(req) {
-      const { sessionId, snapshot } = validSave(req);
-      await store.save(sessionId, snapshot);
+      const { sessionId, snapshot, projection } = validSave(req);
+      await store.save(sessionId, snapshot, projection);
       return {};
     },
     async create(req) {
-      const { sessionId, snapshot } = validSave(req);
-      if (!(await store.create(sessionId, snapshot))) {
+      const { sessionId, snapshot, projection } = validSave(req);
+      if (!(await store.create(sessionId, snapshot, projection))) {
         throw new ConnectError(`session ${JSON.stringify(sessionId)} already exists`, Code.AlreadyExists);
       }
       return {};
@@ -65,11 +165,12 @@ export function sessionStoreService(store: SessionStore): ServiceImpl<typeof Ses
       const rows = await store.list();
       return { sessions: rows.map((r) => ({ sessionId: r.sessionId, modifiedAt: microsToTimestamp(r.modifiedAtMicros) })) };
     },
-    async pageMetadata() {
-      throw new ConnectError("PageMetadata is not supported by this driver (capability metadata_paging is false)", Code.Unimplemented);
+    pageMetadata(req) {
+      return pageMetadata(store, req);
     },
-    async readLineage() {
-      throw new ConnectError("ReadLineage is not supported by this driver (capability lineage is false)", Code.Unimplemented);
+    async readLineage(req) {
+      const answer = await store.readLineage(validLineageQuery(req));
+      return { records: answer.records.map(lineageEntry), truncated: answer.truncated };
     },
     async delete(req) {
       await store.delete(requireId("session_id", req.sessionId));
@@ -81,9 +182,9 @@ export function sessionStoreService(store: SessionStore): ServiceImpl<typeof Ses
         list: true,
         delete: true,
         create: true,
-        metadataPaging: false,
-        lineage: false,
-        activityProjection: false,
+        metadataPaging: true,
+        lineage: true,
+        activityProjection: true,
       };
     },
   };

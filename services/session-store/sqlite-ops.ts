@@ -1,7 +1,14 @@
 import { readOp, writeOp, type Migration, type OpContext } from "../storage/sqlite-op.js";
-import type { StoredSessionInfo, StoredSnapshot } from "./store.js";
+import { projectStoredSnapshot, type SessionProjection } from "./projection.js";
+import { metadataMigration, readLineage, readMetadataPage, removeProjection, writeProjection } from "./sqlite-metadata.js";
+import type { LineageQuery, MetadataPageQuery, StoredSessionInfo, StoredSnapshot } from "./store.js";
 
-/** Schema of the session store on SQLite: one row per session. */
+/**
+ * Schema of the session store on SQLite: version 1 holds one row per session
+ * (`sessions`); version 2 adds metadata rows, lineage records and paging
+ * scopes (see sqlite-metadata.ts), filled from the existing sessions when a
+ * store written by an earlier build is opened.
+ */
 export const sessionStoreMigrations: readonly Migration[] = [
   {
     component: "session-store",
@@ -13,6 +20,7 @@ export const sessionStoreMigrations: readonly Migration[] = [
             modified_us INTEGER NOT NULL
           ) STRICT;`,
   },
+  metadataMigration(projectStoredSnapshot),
 ];
 
 let lastSaveMicros = 0;
@@ -30,19 +38,31 @@ function saveMicros(): number {
  */
 export const sessionDeleteHooks: Array<(db: import("better-sqlite3").Database, sessionId: string, ctx: OpContext) => void> = [];
 
-/** The session store's operations on the SQLite worker (wire-contract.md section 2.5). */
+/** Arguments of Save and Create: the snapshot and its projection (computed by the service). */
+interface WriteArgs {
+  sessionId: string;
+  snapshot: StoredSnapshot;
+  projection: SessionProjection;
+}
+
+/** The session store's operations on the SQLite worker (wire-contract.md section 2.5; issue 12). */
 export const sessionStoreOps = {
-  "session.save": writeOp((db, a: { sessionId: string; snapshot: StoredSnapshot }) => {
+  "session.save": writeOp((db, a: WriteArgs) => {
+    const now = saveMicros();
     db.prepare(
       `INSERT INTO sessions (session_id, format, payload, modified_us) VALUES (?, ?, ?, ?)
        ON CONFLICT (session_id) DO UPDATE SET format = excluded.format, payload = excluded.payload, modified_us = excluded.modified_us`,
-    ).run(a.sessionId, a.snapshot.format, a.snapshot.payload, saveMicros());
+    ).run(a.sessionId, a.snapshot.format, a.snapshot.payload, now);
+    writeProjection(db, a.sessionId, now, a.projection);
   }),
-  "session.create": writeOp((db, a: { sessionId: string; snapshot: StoredSnapshot }): boolean => {
+  "session.create": writeOp((db, a: WriteArgs): boolean => {
+    const now = saveMicros();
     const r = db
       .prepare(`INSERT INTO sessions (session_id, format, payload, modified_us) VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING`)
-      .run(a.sessionId, a.snapshot.format, a.snapshot.payload, saveMicros());
-    return r.changes === 1;
+      .run(a.sessionId, a.snapshot.format, a.snapshot.payload, now);
+    if (r.changes !== 1) return false;
+    writeProjection(db, a.sessionId, now, a.projection);
+    return true;
   }),
   "session.load": readOp((db, a: { sessionId: string }): StoredSnapshot | undefined => {
     const row = db.prepare<[string], { format: string; payload: Buffer }>(`SELECT format, payload FROM sessions WHERE session_id = ?`).get(a.sessionId);
@@ -56,6 +76,9 @@ export const sessionStoreOps = {
   ),
   "session.delete": writeOp((db, a: { sessionId: string }, ctx) => {
     db.prepare(`DELETE FROM sessions WHERE session_id = ?`).run(a.sessionId);
+    removeProjection(db, a.sessionId, saveMicros());
     for (const hook of sessionDeleteHooks) hook(db, a.sessionId, ctx);
   }),
+  "session.page": readOp((db, a: MetadataPageQuery) => readMetadataPage(db, a)),
+  "session.lineage": readOp((db, a: LineageQuery) => readLineage(db, a)),
 };

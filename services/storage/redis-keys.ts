@@ -29,7 +29,12 @@ export class RedisKeys {
     this.base = `${prefix}v1:`;
   }
 
-  /** Hash holding one session's snapshot: fields `format`, `payload`, `modified_us`. */
+  /**
+   * Hash holding one session's snapshot: fields `format`, `payload`,
+   * `modified_us`, and, once its metadata row is written (issue 12), `meta`
+   * (`1`), `owner` (hex owner scope or empty) and `incarnation` (empty for a
+   * non-sessnap payload).
+   */
   snapshot(sessionId: string): string {
     return `${this.base}session:{${sessionId}}:snapshot`;
   }
@@ -96,6 +101,41 @@ export class RedisKeys {
   /** Channels told (with an empty message) when the session is deleted, so followers elsewhere notice. */
   sessionDeleteChannels(sessionId: string): string[] {
     return [this.eventLogChannel(sessionId)];
+  }
+
+  /**
+   * Hash describing the session metadata index (issue 12), under its own hash
+   * tag `{m-config}`: `partitions` (how
+   * many partitions the index has; fixed when the store is first used),
+   * `store_id` (random; part of every PageMetadata generation) and
+   * `migrated` (the metadata layout version whose backfill has finished).
+   */
+  sessionMetaConfig(): string {
+    return `${this.base}session-meta:{m-config}`;
+  }
+
+  /**
+   * String holding the recorded reply of one write of the metadata index's
+   * configuration (`OP_RECORD_LUA` in redis-script.ts), hash-tagged like
+   * {@link sessionMetaConfig}; expires after `opRecordTtlMs`.
+   */
+  sessionMetaConfigOp(opId: string): string {
+    return `${this.base}session-meta:{m-config}:op:${opId}`;
+  }
+
+  /**
+   * Prefix of the keys of one partition of the session metadata index and
+   * lineage records (issue 12). Every key of a partition carries the
+   * partition's hash tag `{m<partition>}`, so a partition lives on one Redis
+   * Cluster slot. Keys under it: `rows` (hash: session id to row), `all` and
+   * `owner:<hex>` (sorted sets of page members), `scopes` (hash: generation
+   * and count per scope), `lineage:records`, `lineage:state` (hashes: record
+   * key to record and to state), `lineage:ids` and `lineage:related` (sorted
+   * sets indexing records by their own id and by the sessions they relate
+   * to). See services/session-store/redis-metadata.ts.
+   */
+  sessionMetaPartition(partition: number): string {
+    return `${this.base}session-meta:{m${partition}}:`;
   }
 
   /**

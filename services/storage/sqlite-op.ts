@@ -42,10 +42,13 @@ export function writeOp<A, R>(run: (db: Database.Database, args: A, ctx: OpConte
 /**
  * A schema migration for one component. Versions are numbered from 1 per
  * component and applied in order, once, inside one transaction each; the
- * applied version is kept in the `schema_migrations` table.
+ * applied version is kept in the `schema_migrations` table. `sql` runs
+ * first, then `run` (for a migration that must rewrite data with code, e.g.
+ * deriving new rows from stored payloads), in the same transaction.
  */
 export interface Migration {
   readonly component: string;
   readonly version: number;
   readonly sql: string;
+  readonly run?: (db: Database.Database) => void;
 }

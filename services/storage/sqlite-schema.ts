@@ -85,6 +85,7 @@ export function migrate(db: Database.Database, migrations: readonly Migration[])
       }
       for (const m of mine.filter((x) => x.version > have)) {
         db.exec(m.sql);
+        m.run?.(db);
         record.run(component, m.version);
       }
       db.exec("COMMIT");

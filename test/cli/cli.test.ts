@@ -11,6 +11,7 @@ import { allBackends } from "../helpers/backends.js";
 import { waitFor } from "../helpers/wait.js";
 import { openDriverClients, type DriverClients } from "../../clients/factory.js";
 import { formatNanos, ZERO_TIME } from "../../clients/time.js";
+import { newIncarnation, sessnap } from "../helpers/sessnap.js";
 
 const enc = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
 
@@ -48,6 +49,7 @@ describe("mecatl-drivers operator commands against a real server", () => {
       ["sessions", "save"],
       ["sessions", "create"],
       ["sessions", "delete"],
+      ["sessions", "lineage"],
       ["events", "read"],
       ["events", "tail"],
       ["events", "append"],
@@ -96,6 +98,42 @@ describe("mecatl-drivers operator commands against a real server", () => {
     expect((await runCli(["sessions", "delete", "cli-b", "never-was", ...ss])).code).toBe(0);
     const after = JSON.parse((await runCli(["sessions", "list", "--json", ...ss])).stdout) as Array<{ sessionId: string }>;
     expect(after.map((r) => r.sessionId)).not.toContain("cli-b");
+  });
+
+  test("sessions list --owner-issuer/--owner-subject pages one owner's sessions with their metadata (issue 12)", async () => {
+    const owner = { Issuer: "https://cli.example", Subject: "olga" };
+    for (const id of ["own-1", "own-2", "own-3"]) await clients.sessionStore!.save(id, sessnap({ id, owner, kind: "main", title: `title ${id}` }));
+    await clients.sessionStore!.save("own-other", sessnap({ id: "own-other", owner: { ...owner, Subject: "someone" } }));
+    const flags = ["--owner-issuer", owner.Issuer, "--owner-subject", owner.Subject, "--page-size", "2", ...ss];
+    const json = JSON.parse((await runCli(["sessions", "list", "--json", ...flags])).stdout) as { totalCount: number; sessions: Array<{ sessionId: string; kind: string; title: string; owner: { subject: string } }> };
+    expect(json.totalCount).toBe(3);
+    expect(json.sessions.map((r) => [r.sessionId, r.kind, r.title, r.owner.subject])).toEqual([
+      ["own-3", "main", "title own-3", "olga"],
+      ["own-2", "main", "title own-2", "olga"],
+      ["own-1", "main", "title own-1", "olga"],
+    ]);
+    const table = await runCli(["sessions", "list", "--limit", "1", ...flags]);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/MODIFIED\s+STATE\s+KIND\s+ACTIVITY\s+TITLE\s+SESSION/);
+    expect(table.stdout).toContain("own-3");
+    expect(table.stdout).not.toContain("own-2");
+    expect(table.stderr).toContain("1 of 3 sessions");
+    expect((await runCli(["sessions", "list", "--limit", "1", ...ss])).code).toBe(0);
+  });
+
+  test("sessions lineage shows the root's records and its direct relations, from the stored incarnation by default (issue 12)", async () => {
+    const rootInc = newIncarnation();
+    await clients.sessionStore!.create("lin-root", sessnap({ id: "lin-root", kind: "main", incarnation: rootInc }));
+    await clients.sessionStore!.create("lin-child", sessnap({ id: "lin-child", kind: "subagent", relationship: { parent_session_id: "lin-root", parent_incarnation: rootInc, call_id: "c" } }));
+    await clients.sessionStore!.delete("lin-child");
+    const table = await runCli(["sessions", "lineage", "lin-root", ...ss]);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/lin-root\s+inc_\S+\s+main\s+retained/);
+    expect(table.stdout).toMatch(/lin-child\s+inc_\S+\s+subagent\s+pruned\s+\S+Z\s+child of lin-root/);
+    const json = JSON.parse((await runCli(["sessions", "lineage", "lin-root", "--incarnation", rootInc, "--limit", "1", "--json", ...ss])).stdout) as { truncated: boolean; records: Array<{ sessionId: string; ownerScope: string }> };
+    expect([json.truncated, json.records.map((r) => r.sessionId), json.records[0]!.ownerScope]).toEqual([true, ["lin-root"], "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"]);
+    const bad = await runCli(["sessions", "lineage", "lin-root", "--incarnation", "nope", ...ss]);
+    expect([bad.code, bad.stderr]).toEqual([2, expect.stringContaining("not a valid incarnation")]);
   });
 
   test("a missing session exits 1 naming it; a missing or remote cleartext target exits 2", async () => {

@@ -217,6 +217,67 @@ describe("session store PageMetadata checks (2.5, 8.7)", () => {
     await expect(c.pageMetadata({ limit: 1, cursor: { modifiedAt: 1n, sessionId: "a", generation: "g", scope: "", continuation: "k" } })).rejects.toBeInstanceOf(InvalidRequestError);
     expect(stubServer!.calls).toEqual(["SessionStoreService/Capabilities"]);
   });
+
+  test("an owner-enforced page with a row of another owner, or an ownerless one, is rejected", async () => {
+    const owner = { issuer: "i", subject: "alice" };
+    const mine = { ...row("a", 20), hasOwner: true, ownerIssuer: "i", ownerSubject: "alice" };
+    for (const other of [{ ...row("b", 10), hasOwner: true, ownerIssuer: "i", ownerSubject: "bob" }, row("b", 10)]) {
+      const c = await client({ sessions: [mine, other], totalCount: 2 });
+      await expect(c.pageMetadata({ limit: 2, owner, ownershipEnforced: true })).rejects.toBeInstanceOf(InvalidDriverResponseError);
+      expect((await c.pageMetadata({ limit: 2 })).sessions).toHaveLength(2);
+      connections!.close();
+      await stubServer!.close();
+    }
+  });
+
+  test("an invalid timestamp on a row is rejected; an activity other than draft or active reads as unknown", async () => {
+    let c = await client({ sessions: [{ sessionId: "a", modifiedAt: { seconds: 1n, nanos: 1_000_000_000 } }], totalCount: 1 });
+    await expect(c.pageMetadata({ limit: 1 })).rejects.toBeInstanceOf(InvalidDriverResponseError);
+    connections!.close();
+    await stubServer!.close();
+    c = await client({ sessions: [{ ...row("a", 30), activityState: "draft" }, { ...row("b", 20), activityState: "not-an-activity" }, { ...row("c", 10), activityState: "active" }], totalCount: 3 });
+    expect((await c.pageMetadata({ limit: 3 })).sessions.map((r) => r.activityState)).toEqual(["draft", "", "active"]);
+  });
+});
+
+describe("session store ReadLineage checks (2.5, 8.6)", () => {
+  const ROOT = "inc_aaaqeayeaudaocajbifqydiob4";
+  const OTHER = "inc_baaqeayeaudaocajbifqydiob4";
+  const scope = new Uint8Array(32);
+  const record = (id: string, extra: object = {}) => ({ sessionId: id, incarnation: ROOT, kind: "main", state: "retained", ownerScope: scope, ...extra });
+  const child = (id: string, extra: object = {}) => record(id, { incarnation: OTHER, kind: "subagent", parentSessionId: "root", parentIncarnation: ROOT, callId: "c", ...extra });
+  const pruned = { state: "pruned", deletedAt: { seconds: 5n, nanos: 0 } };
+
+  async function read(records: object[], truncated = false) {
+    const { transport } = await serve(stub(SessionStoreService, { capabilities: () => FULL_CAPS, readLineage: () => ({ records, truncated }) }));
+    return (await SessionStoreClient.connect(transport)).readLineage({ rootSessionId: "root", rootIncarnation: ROOT, limit: 10 });
+  }
+
+  test("a well-formed answer is accepted", async () => {
+    const r = await read([record("root"), record("root", { incarnation: OTHER, ...pruned }), child("a"), child("a", { incarnation: ROOT, ...pruned })]);
+    expect(r.records.map((x) => x.sessionId)).toEqual(["root", "root", "a", "a"]);
+  });
+
+  test.each([
+    ["records out of order", [child("a"), record("root")]],
+    ["a pruned record before a retained one of the same id", [record("root", pruned), record("root", { incarnation: OTHER })]],
+    ["a record not directly related to the root incarnation", [record("root"), child("a", { parentIncarnation: OTHER })]],
+    ["an invalid incarnation", [record("root", { incarnation: "inc_x" })]],
+    ["a kind whose relationship fails the harness's validation", [record("root"), child("a", { callId: "" })]],
+    ["an unknown kind", [record("root", { kind: "sidekick" })]],
+    ["an owner scope that is not 32 bytes", [record("root", { ownerScope: new Uint8Array(31) })]],
+    ["a pruned record without deleted_at", [record("root", { state: "pruned" })]],
+  ])("%s is rejected", async (_label, records) => {
+    await expect(read(records)).rejects.toBeInstanceOf(InvalidDriverResponseError);
+  });
+
+  test("an invalid root or record incarnation is refused before the wire", async () => {
+    const { server, transport } = await serve(stub(SessionStoreService, { capabilities: () => FULL_CAPS }));
+    const c = await SessionStoreClient.connect(transport);
+    await expect(c.readLineage({ rootSessionId: "r", rootIncarnation: "i", limit: 1 })).rejects.toBeInstanceOf(InvalidRequestError);
+    await expect(c.readLineage({ rootSessionId: "r", rootIncarnation: ROOT, limit: 1, record: { sessionId: "c", incarnation: "legacy_1" } })).rejects.toBeInstanceOf(InvalidRequestError);
+    expect(server.calls).toEqual(["SessionStoreService/Capabilities"]);
+  });
 });
 
 describe("event log stream guards (3.5 to 3.7, 8.11)", () => {

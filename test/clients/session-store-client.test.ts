@@ -9,8 +9,10 @@ import { startServer, type ServerProcess } from "../helpers/server.js";
 import { clockPast } from "../helpers/wait.js";
 import { DriverConnections } from "../../clients/transport.js";
 import { SessionStoreClient } from "../../clients/session-store-client.js";
-import { InfrastructureError, SessionAlreadyExistsError, SessionNotFoundError, UnsupportedError } from "../../clients/errors.js";
+import { InfrastructureError, SessionAlreadyExistsError, SessionNotFoundError } from "../../clients/errors.js";
 import { InvalidRequestError } from "../../clients/errors.js";
+import { MetadataCursorRestartError } from "../../clients/session-store-client.js";
+import { newIncarnation, sessnap } from "../helpers/sessnap.js";
 
 /** A sessnap-like payload: a JSON object whose `id` is the session id. */
 function snapshot(id: string, extra: Record<string, unknown> = {}): Uint8Array {
@@ -28,15 +30,15 @@ describe.each(allBackends())("SessionStoreClient against a real server on $name"
     client = served.clients.sessionStore!;
   });
 
-  test("construction negotiates contract session-store/1 and the minimal capabilities (2.4)", () => {
+  test("construction negotiates contract session-store/1 and every capability (2.4, issue 12)", () => {
     expect(client.capabilities).toEqual({
       contract: "session-store/1",
       list: true,
       delete: true,
       create: true,
-      metadataPaging: false,
-      lineage: false,
-      activityProjection: false,
+      metadataPaging: true,
+      lineage: true,
+      activityProjection: true,
     });
   });
 
@@ -87,9 +89,28 @@ describe.each(allBackends())("SessionStoreClient against a real server on $name"
     expect(ids).toContain("s-list-b");
   });
 
-  test("PageMetadata and ReadLineage are unsupported as negotiated (2.4)", async () => {
-    await expect(client.pageMetadata({ limit: 1 })).rejects.toBeInstanceOf(UnsupportedError);
-    await expect(client.readLineage({ rootSessionId: "r", rootIncarnation: "i", limit: 1 })).rejects.toBeInstanceOf(UnsupportedError);
+  test("pageMetadata walks one owner's sessions with bound cursors; a stale cursor is MetadataCursorRestartError (2.5, issue 12)", async () => {
+    const owner = { issuer: "client-test", subject: "pager" };
+    const principal = { Issuer: owner.issuer, Subject: owner.subject };
+    for (const id of ["p-1", "p-2", "p-3"]) await client.save(id, sessnap({ id, owner: principal, messages: [{ role: "user", text: "go" }] }), { activityState: "active" });
+    await client.create("p-draft", sessnap({ id: "p-draft", owner: principal }), { activityState: "draft" });
+    const first = await client.pageMetadata({ limit: 3, owner, ownershipEnforced: true });
+    expect(first.totalCount).toBe(4);
+    expect(first.sessions.map((r) => [r.sessionId, r.activityState])).toEqual([["p-draft", "draft"], ["p-3", "active"], ["p-2", "active"]]);
+    const second = await client.pageMetadata({ limit: 3, owner, ownershipEnforced: true, cursor: first.nextCursor });
+    expect([second.sessions.map((r) => r.sessionId), second.nextCursor]).toEqual([["p-1"], undefined]);
+    await client.save("p-1", sessnap({ id: "p-1", owner: principal }));
+    await expect(client.pageMetadata({ limit: 3, owner, ownershipEnforced: true, cursor: first.nextCursor })).rejects.toBeInstanceOf(MetadataCursorRestartError);
+  });
+
+  test("readLineage returns the checked records of a root incarnation; a malformed query never reaches the wire (2.5, issue 12)", async () => {
+    const rootInc = newIncarnation();
+    await client.create("l-root", sessnap({ id: "l-root", kind: "main", incarnation: rootInc }));
+    await client.create("l-child", sessnap({ id: "l-child", kind: "subagent", relationship: { parent_session_id: "l-root", parent_incarnation: rootInc, call_id: "c" } }));
+    const r = await client.readLineage({ rootSessionId: "l-root", rootIncarnation: rootInc, limit: 10 });
+    expect([r.truncated, r.records.map((x) => [x.sessionId, x.state, x.kind])]).toEqual([false, [["l-root", "retained", "main"], ["l-child", "retained", "subagent"]]]);
+    await expect(client.readLineage({ rootSessionId: "l-root", rootIncarnation: "inc_nope", limit: 1 })).rejects.toBeInstanceOf(InvalidRequestError);
+    await expect(client.readLineage({ rootSessionId: "l-root", rootIncarnation: rootInc, limit: 257 })).rejects.toBeInstanceOf(InvalidRequestError);
   });
 
   test("a blank id or empty payload never reaches the wire (8.7 nil save)", async () => {

@@ -35,7 +35,8 @@ describe("a fresh server on Redis", () => {
     const leases = createClient(SessionLeaseService, transport);
     const schedules = createClient(ScheduleStoreService, transport);
     const rearmer = createClient(ScheduleOneShotReArmerService, transport);
-    const snapshot = { format: "sessnap-json/1", payload: new TextEncoder().encode('{"id":"first"}') };
+    // The payload's id is the session id: a sessnap payload of another session is refused (issue 12).
+    const snapshot = (id: string) => ({ format: "sessnap-json/1", payload: new TextEncoder().encode(JSON.stringify({ id })) });
     const drain = async (id: string) => {
       const out = [];
       for await (const r of events.readAfter({ sessionId: id })) out.push(r);
@@ -44,8 +45,8 @@ describe("a fresh server on Redis", () => {
     const calls: Array<[string, Promise<unknown>]> = [
       ["Append", events.append({ sessionId: "first-a", event: ev({ n: 1 }) })],
       ["ReadAfter", drain("first-b")],
-      ["Save", sessions.save({ sessionId: "first", snapshot })],
-      ["Create", sessions.create({ sessionId: "first-created", snapshot })],
+      ["Save", sessions.save({ sessionId: "first", snapshot: snapshot("first") })],
+      ["Create", sessions.create({ sessionId: "first-created", snapshot: snapshot("first-created") })],
       ["Delete", sessions.delete({ sessionId: "first-gone" })],
       ["Acquire", leases.acquire({ sessionId: "first", owner: "owner-a" })],
       ["SaveSchedule", schedules.saveSchedule({ name: "first", schedule: scheduleRecord({ Name: "first" }) })],

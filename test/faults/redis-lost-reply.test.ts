@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Code } from "@connectrpc/connect";
 import { startRedisBehindProxy, withLostReply, type RedisBehindProxy } from "../helpers/redis-behind-proxy.js";
 import { expectCode } from "../helpers/errors.js";
+import { newIncarnation, sessnap } from "../helpers/sessnap.js";
 import { decodeEnvelope, ev, readAfterAll } from "../helpers/event-log.js";
 import { fireRecord, iso, PENDING, readFire, readSchedule, scheduleRecord, T0, ts, ZERO, type SpecInit, type State } from "../helpers/schedules.js";
 
@@ -54,6 +55,20 @@ describe("every write RPC with its Redis reply lost", () => {
       await lost(["{lr-create}"], () => sessions.create({ sessionId: "lr-create", snapshot: snap("created") }));
       expect((await sessions.load({ sessionId: "lr-create" })).snapshot).toMatchObject(snap("created"));
       await expectCode(sessions.create({ sessionId: "lr-create", snapshot: snap("again") }), Code.AlreadyExists);
+    });
+
+    test("a projected Create and Delete count the metadata row once and leave one pruned lineage record (issue 12)", async () => {
+      const { sessions } = env.clients;
+      const byOwner = { limit: 10, ownershipEnforced: true, ownerIssuer: "lost", ownerSubject: "reply" };
+      const incarnation = newIncarnation();
+      const payload = sessnap({ id: "lr-meta", owner: { Issuer: "lost", Subject: "reply" }, incarnation });
+      await lost(["{lr-meta}"], () => sessions.create({ sessionId: "lr-meta", snapshot: { format: "sessnap-json/1", payload } }));
+      const page = await sessions.pageMetadata(byOwner);
+      expect([page.totalCount, page.sessions.map((r) => r.sessionId)]).toEqual([1, ["lr-meta"]]);
+      await lost(["{lr-meta}"], () => sessions.delete({ sessionId: "lr-meta" }));
+      expect((await sessions.pageMetadata(byOwner)).totalCount).toBe(0);
+      const lineage = await sessions.readLineage({ rootSessionId: "lr-meta", rootIncarnation: incarnation, limit: 10 });
+      expect(lineage.records.map((r) => [r.incarnation, r.state])).toEqual([[incarnation, "pruned"]]);
     });
 
     test("Delete answers OK and the session and its log are gone", async () => {

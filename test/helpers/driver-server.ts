@@ -1,4 +1,7 @@
 import { afterAll, beforeAll } from "vitest";
+import type { DescService } from "@bufbuild/protobuf";
+import type { Client } from "@connectrpc/connect";
+import { grpcClient } from "./clients.js";
 import type { TestBackend } from "./backends.js";
 import { startServer, type ServerProcess } from "./server.js";
 import { openDriverClients, type DriverClientOptions, type DriverClients } from "../../clients/factory.js";
@@ -36,6 +39,40 @@ export function serveDrivers(backend: TestBackend, services: UrlFlag[], flags: s
     },
     get clients() {
       return clients!;
+    },
+  };
+}
+
+/** A served backend and a raw gRPC client of one service at it, valid inside the test file's tests. */
+export interface ServedService<S extends DescService> {
+  readonly server: ServerProcess;
+  readonly client: Client<S>;
+}
+
+/**
+ * Registers hooks that set `backend` up, start `serve <name> --store <store>`
+ * and open a raw gRPC client of `service` at it (no capability negotiation,
+ * no client-side checks: what the harness's wire sees); afterwards the
+ * server is stopped and the backend torn down.
+ */
+export function serveService<S extends DescService>(backend: TestBackend, name: UrlFlag, service: S): ServedService<S> {
+  let server: ServerProcess | undefined;
+  let client: Client<S> | undefined;
+  beforeAll(async () => {
+    const { store } = await backend.setup();
+    server = await startServer([name, "--store", store]);
+    client = grpcClient(service, server.address);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await backend.teardown();
+  });
+  return {
+    get server() {
+      return server!;
+    },
+    get client() {
+      return client!;
     },
   };
 }

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
-import { JsonSyntaxError, keyMatches, MAX_JSON_DEPTH, scanDocumentObject, scanValue } from "../../services/schedule-store/json-scan.js";
-import { formatRfc3339, MAX_TIME_NANOS, MIN_TIME_NANOS, parseRfc3339, TimeFormatError, ZERO_TIME_NANOS } from "../../services/schedule-store/rfc3339.js";
+import { JsonSyntaxError, keyMatches, MAX_JSON_DEPTH, scanDocumentObject, scanValue } from "../../services/json/json-scan.js";
+import { formatRfc3339, MAX_TIME_NANOS, MIN_TIME_NANOS, parseRfc3339, TimeFormatError, ZERO_TIME_NANOS } from "../../services/json/rfc3339.js";
 import { encodeSchedule, parseFire, parseSchedule, payloadText, ScheduleJsonError, withFireProgress, zeroState } from "../../services/schedule-store/schedule.js";
 
 const S = 1_000_000_000n;

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { ZERO_TIME_NANOS as Z } from "../../services/schedule-store/rfc3339.js";
+import { ZERO_TIME_NANOS as Z } from "../../services/json/rfc3339.js";
 import {
   applyMutation,
   beginDeleteRule,

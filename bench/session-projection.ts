@@ -1,0 +1,141 @@
+/**
+ * Session projection benchmark (issue 12): what projecting a 16 MiB
+ * `sessnap-json/1` snapshot costs beside the Save of that snapshot.
+ *
+ * Two payload shapes of 16 MiB each, built like the harness's encoder writes
+ * them (Go field order, snake_case on top, Go names nested):
+ *  - transcript, code-dense: ~33k messages, mostly code with escaped quotes
+ *    and newlines in tool calls (JSON arguments) and tool results: one quote
+ *    every ~20 bytes, the hardest case for a skimmer;
+ *  - transcript, prose: ~7k messages, mostly prose: one quote every ~150 bytes;
+ *  - media: a dozen messages and one ~15 MiB base64 image part.
+ * For each, in one run:
+ *  - projection with the activity given (the harness always sends it): the
+ *    top level is read and `messages` skimmed;
+ *  - projection with no activity and a draft conversation (no genuine
+ *    prompt), the worst case: every message is walked;
+ *  - `JSON.parse` of the payload, the naive alternative, for scale;
+ *  - one durable Save of the payload through the driver (gRPC, SQLite file
+ *    and spawned Redis), which includes the projection.
+ * Figures are medians of repeated runs; compare them as ratios.
+ *
+ * Run: npx tsc -p tsconfig.json && node dist/bench/session-projection.js [saves-per-target]
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SessionStoreService } from "../gen/mecatl/driver/v1/session_store_pb.js";
+import { projectSnapshot } from "../services/session-store/projection.js";
+import { startServer } from "../test/helpers/server.js";
+import { spawnRedis } from "../test/helpers/redis-server.js";
+import { rawGrpcClient, rawUnary } from "../test/helpers/raw-grpc.js";
+import { sessnapObject } from "../test/helpers/sessnap.js";
+import { fmt, quantile } from "./lib/measure.js";
+
+const SAVES = Number(process.argv[2] ?? 10);
+const TARGET_BYTES = 16 * 1024 * 1024;
+
+const CODE = 'function f(x) {\n  return "quoted \\"text\\"" + x; // with a backslash \\\\ and a tab\t\n}\n';
+const PROSE = "The harness keeps its durable state outside its own process, and this paragraph stands in for a model's answer. ";
+
+/**
+ * ~16 MiB of conversation in turns of four messages (a user message, an
+ * assistant message with a tool call, a tool result, an assistant answer);
+ * `density` scales how much of it is code with escaped quotes (tool call
+ * arguments are JSON inside a string, so their quotes are escaped twice)
+ * against plain prose. `prompted` puts one genuine user prompt near the
+ * start; otherwise every user message is a compaction summary (a draft, the
+ * worst case for deriving activity).
+ */
+function transcript(prompted: boolean, density: "dense" | "prose"): object[] {
+  const code = density === "dense" ? 3 : 1;
+  const prose = density === "dense" ? 1 : 8;
+  const messages: object[] = [];
+  let bytes = 0;
+  for (let i = 0; bytes < TARGET_BYTES - 4096; i++) {
+    const m =
+      i % 4 === 0
+        ? { role: "user", text: `[conversation compacted] turn ${i}` }
+        : i % 4 === 1
+          ? { role: "assistant", text: PROSE.repeat(4 * prose), tool_calls: [{ ID: `call-${i}`, Name: "edit", Args: JSON.stringify({ path: `src/${i}.ts`, content: CODE.repeat(code) }) }] }
+          : i % 4 === 2
+            ? { role: "tool", tool_results: [{ call_id: `call-${i - 1}`, content: CODE.repeat(2 * code) + PROSE.repeat(prose) }] }
+            : { role: "assistant", text: PROSE.repeat(2 * prose), reasoning: PROSE.repeat(prose) };
+    if (prompted && i === 4) (m as { text: string }).text = "please refactor the parser";
+    bytes += JSON.stringify(m).length + 1;
+    messages.push(m);
+  }
+  return messages;
+}
+
+/** A few messages and one large base64 image part, padding the payload to ~16 MiB. */
+function media(): object[] {
+  const head = Array.from({ length: 12 }, (_, i) => ({ role: i % 2 === 0 ? "assistant" : "tool", text: PROSE }));
+  const image = Buffer.alloc(((TARGET_BYTES - 8192) * 3) / 4, 0x5a).toString("base64");
+  return [...head, { role: "user", text: "", parts: [{ kind: "image", mime: "image/png", data: image }] }];
+}
+
+function payloadOf(id: string, messages: object[]): Buffer {
+  const o = sessnapObject({
+    id,
+    kind: "subagent",
+    relationship: { parent_session_id: "root", call_id: "call-0" },
+    owner: { Issuer: "https://issuer.example", Subject: "alice" },
+    title: "refactor the parser",
+    modelId: "anthropic/claude-3.5-sonnet",
+  });
+  return Buffer.from(JSON.stringify({ ...o, messages }));
+}
+
+/** Milliseconds one call of `fn` takes. */
+async function timed(fn: () => unknown): Promise<number> {
+  const t = process.hrtime.bigint();
+  await fn();
+  return Number(process.hrtime.bigint() - t) / 1e6;
+}
+
+const median = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.5);
+
+async function main() {
+  const dir = mkdtempSync(join(tmpdir(), "mecatl-bench-"));
+  const redis = await spawnRedis();
+  const targets = [
+    { name: "sqlite", server: await startServer(["session-store", "--store", `sqlite:${join(dir, "driver.sqlite")}`, "--log-level", "warn"]) },
+    { name: "redis", server: await startServer(["session-store", "--store", redis.url, "--log-level", "warn"]) },
+  ];
+  const shapes = [
+    { shape: "transcript, code-dense", active: transcript(true, "dense"), draft: transcript(false, "dense") },
+    { shape: "transcript, prose", active: transcript(true, "prose"), draft: transcript(false, "prose") },
+    { shape: "media", active: media(), draft: media().slice(0, 12).concat([{ role: "user", text: `[conversation compacted] ${"x".repeat(TARGET_BYTES - 8192)}` }]) },
+  ];
+  const lines: string[] = [];
+  for (const s of shapes) {
+    const id = `bench-${s.shape.replace(/\W+/g, "-")}`;
+    const active = payloadOf(id, s.active);
+    const draft = payloadOf(id, s.draft);
+    for (const t of targets) {
+      const client = rawGrpcClient(SessionStoreService, t.server.address);
+      const save = () => rawUnary(client, SessionStoreService.method.save, { sessionId: id, snapshot: { format: "sessnap-json/1", payload: active }, activityState: "active" });
+      await save();
+      // Interleaved, so that load drifting on a shared machine falls on every figure alike.
+      const m = { save: [] as number[], given: [] as number[], derived: [] as number[], parse: [] as number[] };
+      for (let i = 0; i < SAVES; i++) {
+        m.given.push(await timed(() => projectSnapshot(id, active, "active")));
+        m.derived.push(await timed(() => projectSnapshot(id, draft, "")));
+        m.parse.push(await timed(() => JSON.parse(active.toString("utf8"))));
+        m.save.push(await timed(save));
+      }
+      const [sv, gv, dv, pv] = [median(m.save), median(m.given), median(m.derived), median(m.parse)];
+      process.stderr.write(`${s.shape} on ${t.name}: Save ${fmt(sv)} ms, projection ${fmt(gv)} ms (derived ${fmt(dv)} ms), JSON.parse ${fmt(pv)} ms\n`);
+      lines.push(`| ${s.shape} | ${(active.length / 1048576).toFixed(1)} | ${t.name} | ${fmt(sv)} | ${fmt(gv)} | ${fmt((gv / sv) * 100, 2)}% | ${fmt(dv)} | ${fmt((dv / sv) * 100, 2)}% | ${fmt(pv)} |`);
+    }
+  }
+  for (const t of targets) await t.server.stop();
+  await redis.stop();
+  rmSync(dir, { recursive: true, force: true });
+  console.log("| payload | MiB | backend | Save p50 ms | projection ms (activity sent) | ÷ Save | projection ms (draft, derived) | ÷ Save | JSON.parse ms |");
+  console.log("|---|---:|---|---:|---:|---:|---:|---:|---:|");
+  for (const l of lines) console.log(l);
+}
+
+await main();

@@ -1,0 +1,480 @@
+/**
+ * A small strict JSON scanner that finds the members of an object and the
+ * exact source span of each member's value, without building values. It works
+ * on UTF-8 bytes; a string front end ({@link scanValue}, {@link scanObject},
+ * {@link scanDocumentObject}) serves callers that hold text.
+ *
+ * - The schedule store uses it to keep a schedule's `Spec` object as the exact
+ *   text the client sent (wire-contract.md section 5.4; DESIGN.md principle 3)
+ *   while reading and rewriting only the keys it owns.
+ * - The session store uses the byte functions to project a `sessnap-json/1`
+ *   payload (spec/session-metadata.md section 1; issue 12): it reads a handful
+ *   of top-level members and skims the rest, `messages` included. In skim mode
+ *   string contents are jumped over with a native byte search instead of
+ *   being checked byte by byte, which is what keeps projecting a 16 MiB
+ *   snapshot cheap; the structure (brackets, commas, colons, numbers,
+ *   literals, string ends) is still checked. Pass a `Buffer` (a view of the
+ *   bytes, no copy) for that speed: a plain `Uint8Array`'s `indexOf` is a
+ *   much slower loop.
+ *
+ * The grammar is RFC 8259, as Go's `encoding/json` accepts it: no comments,
+ * no trailing commas, no leading byte-order mark, control characters only as
+ * escapes, numbers without leading zeros. Nesting deeper than
+ * {@link MAX_JSON_DEPTH} is refused, as Go refuses it. Bytes of 0x80 and
+ * above inside strings are passed over without UTF-8 validation (callers that
+ * need valid UTF-8 check it first).
+ */
+
+/** Deepest nesting of arrays and objects accepted (the same bound Go's decoder uses). */
+export const MAX_JSON_DEPTH = 10_000;
+
+/**
+ * The input is not JSON. `offset` is where scanning stopped: a byte offset
+ * for the byte functions, a UTF-16 index for the string front end.
+ */
+export class JsonSyntaxError extends Error {
+  override name = "JsonSyntaxError";
+  constructor(
+    readonly problem: string,
+    readonly offset: number,
+  ) {
+    super(`${problem} at offset ${offset}`);
+  }
+}
+
+/** One member of a scanned object: its decoded key and the span of its raw value. */
+export interface JsonMember {
+  /** The key with escapes decoded. */
+  key: string;
+  /** Index of the value's first byte (or character, for the string front end). */
+  valueStart: number;
+  /** Index just past the value's last byte (or character). */
+  valueEnd: number;
+}
+
+/** The members of one object, in source order, and the object's own span. */
+export interface JsonObject {
+  members: JsonMember[];
+  /** Index of the opening `{`. */
+  start: number;
+  /** Index just past the closing `}`. */
+  end: number;
+}
+
+/**
+ * How string contents are read: `strict` checks every byte (control
+ * characters and escapes, as Go's decoder does); `skim` only finds where the
+ * string ends (a native search for the next unescaped quote).
+ */
+export type StringMode = "strict" | "skim";
+
+/** What a walk visitor ({@link forEachMemberBytes}, {@link forEachElementBytes}) returns to end the walk early. */
+export const STOP_WALK = -1;
+
+const OBJECT = 1;
+const ARRAY = 2;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+function skipSpace(b: Uint8Array, i: number): number {
+  for (;;) {
+    const c = b[i];
+    if (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) i++;
+    else return i;
+  }
+}
+
+function isDigit(c: number | undefined): boolean {
+  return c !== undefined && c >= 0x30 && c <= 0x39;
+}
+
+function isHex(c: number | undefined): boolean {
+  return c !== undefined && (isDigit(c) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66));
+}
+
+/** Bytes of a string looked at in JavaScript before handing the search to the native byte search (whose call costs more than a short loop). */
+const SHORT_STRING = 32;
+
+/**
+ * The end of the string whose opening quote is at `i`: the next quote not
+ * escaped (preceded by an even run of backslashes). Each search looks a few
+ * bytes ahead in JavaScript first, since strings and the gaps between escaped
+ * quotes are mostly short, then hands over to the native byte search.
+ */
+function skimString(b: Uint8Array, i: number): number {
+  let from = i + 1;
+  for (;;) {
+    const near = Math.min(b.length, from + SHORT_STRING);
+    let q = from;
+    while (q < near && b[q] !== QUOTE) q++;
+    if (q === near) q = b.indexOf(QUOTE, near);
+    if (q < 0) throw new JsonSyntaxError("unterminated string", b.length);
+    let slashes = 0;
+    while (b[q - 1 - slashes] === BACKSLASH) slashes++;
+    if (slashes % 2 === 0) return q + 1;
+    from = q + 1;
+  }
+}
+
+/** Checks a string literal byte by byte starting at its opening quote; returns the index after the closing quote. */
+function strictString(b: Uint8Array, i: number): number {
+  i++;
+  for (;;) {
+    if (i >= b.length) throw new JsonSyntaxError("unterminated string", i);
+    const c = b[i]!;
+    if (c === QUOTE) return i + 1;
+    if (c < 0x20) throw new JsonSyntaxError("control character in string", i);
+    if (c !== BACKSLASH) {
+      i++;
+      continue;
+    }
+    const e = b[i + 1];
+    if (e === 0x75) {
+      for (let k = 2; k < 6; k++) if (!isHex(b[i + k])) throw new JsonSyntaxError("bad \\u escape", i);
+      i += 6;
+    } else if (e === 0x22 || e === 0x5c || e === 0x2f || e === 0x62 || e === 0x66 || e === 0x6e || e === 0x72 || e === 0x74) {
+      i += 2;
+    } else {
+      throw new JsonSyntaxError("bad escape", i);
+    }
+  }
+}
+
+function scanString(b: Uint8Array, i: number, mode: StringMode): number {
+  if (b[i] !== QUOTE) throw new JsonSyntaxError("expected a string", i);
+  return mode === "skim" ? skimString(b, i) : strictString(b, i);
+}
+
+function scanDigits(b: Uint8Array, i: number): number {
+  if (!isDigit(b[i])) throw new JsonSyntaxError("expected a digit", i);
+  while (isDigit(b[i])) i++;
+  return i;
+}
+
+/** Scans a number literal; returns the index after it. */
+function scanNumber(b: Uint8Array, i: number): number {
+  if (b[i] === 0x2d) i++;
+  if (b[i] === 0x30) i++;
+  else i = scanDigits(b, i);
+  if (b[i] === 0x2e) i = scanDigits(b, i + 1);
+  const e = b[i];
+  if (e === 0x65 || e === 0x45) {
+    i++;
+    const s = b[i];
+    if (s === 0x2b || s === 0x2d) i++;
+    i = scanDigits(b, i);
+  }
+  return i;
+}
+
+function scanLiteral(b: Uint8Array, i: number, word: string): number {
+  for (let k = 0; k < word.length; k++) if (b[i + k] !== word.charCodeAt(k)) throw new JsonSyntaxError("expected a value", i);
+  return i + word.length;
+}
+
+/** Scans `"key" :` starting at the quote; returns the index after the colon. */
+function scanKeyColon(b: Uint8Array, i: number, mode: StringMode): number {
+  i = skipSpace(b, scanString(b, i, mode));
+  if (b[i] !== 0x3a) throw new JsonSyntaxError("expected ':' after object key", i);
+  return skipSpace(b, i + 1);
+}
+
+/** Scans one scalar (string, number, literal) at `i` (no leading space); returns the index after it. */
+function scanScalar(b: Uint8Array, i: number, mode: StringMode): number {
+  const c = b[i];
+  if (c === QUOTE) return scanString(b, i, mode);
+  if (c === 0x2d || isDigit(c)) return scanNumber(b, i);
+  if (c === 0x74) return scanLiteral(b, i, "true");
+  if (c === 0x66) return scanLiteral(b, i, "false");
+  if (c === 0x6e) return scanLiteral(b, i, "null");
+  throw new JsonSyntaxError(i >= b.length ? "unexpected end of input" : "expected a value", i);
+}
+
+/**
+ * Scans one complete JSON value in `b` starting at byte `i` (leading
+ * whitespace is skipped) and returns the offset just past it. Works
+ * iteratively, so deep nesting cannot overflow the call stack.
+ *
+ * @param outerDepth how many containers enclose the value (counts toward
+ *   {@link MAX_JSON_DEPTH}).
+ * @param mode how string contents are read (see {@link StringMode}).
+ * @throws JsonSyntaxError (byte offset) when the bytes at `i` are not one
+ *   valid value, or it nests deeper than {@link MAX_JSON_DEPTH}.
+ */
+export function scanValueBytes(b: Uint8Array, i: number, outerDepth = 0, mode: StringMode = "strict"): number {
+  i = skipSpace(b, i);
+  if (b[i] !== 0x7b && b[i] !== 0x5b) return scanScalar(b, i, mode);
+  const stack: number[] = [];
+  for (;;) {
+    i = skipSpace(b, i);
+    const c = b[i];
+    let opened = false;
+    if (c === 0x7b || c === 0x5b) {
+      if (outerDepth + stack.length >= MAX_JSON_DEPTH) throw new JsonSyntaxError(`nested deeper than ${MAX_JSON_DEPTH}`, i);
+      const close = c === 0x7b ? 0x7d : 0x5d;
+      const inner = skipSpace(b, i + 1);
+      if (b[inner] === close) {
+        i = inner + 1;
+      } else {
+        stack.push(c === 0x7b ? OBJECT : ARRAY);
+        i = c === 0x7b ? scanKeyColon(b, inner, mode) : inner;
+        opened = true;
+      }
+    } else {
+      i = scanScalar(b, i, mode);
+    }
+    if (opened) continue;
+    // A value ended: close finished containers, or move to the next element.
+    for (;;) {
+      if (stack.length === 0) return i;
+      i = skipSpace(b, i);
+      const top = stack[stack.length - 1];
+      const d = b[i];
+      if (d === 0x2c) {
+        i = top === OBJECT ? scanKeyColon(b, skipSpace(b, i + 1), mode) : i + 1;
+        break;
+      }
+      if ((top === OBJECT && d === 0x7d) || (top === ARRAY && d === 0x5d)) {
+        stack.pop();
+        i++;
+        continue;
+      }
+      throw new JsonSyntaxError(top === OBJECT ? "expected ',' or '}'" : "expected ',' or ']'", i);
+    }
+  }
+}
+
+/** True when the key literal spanning [start, end) (quotes included) holds only ASCII and no escapes, so its bytes are its text. */
+function plainKey(b: Uint8Array, start: number, end: number): boolean {
+  for (let k = start + 1; k < end - 1; k++) {
+    const c = b[k]!;
+    if (c === BACKSLASH || c >= 0x80) return false;
+  }
+  return true;
+}
+
+/** Decodes the key literal spanning [start, end) (quotes included). */
+export function decodeKeyBytes(b: Uint8Array, start: number, end: number): string {
+  const buf = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+  return plainKey(b, start, end) ? buf.toString("latin1", start + 1, end - 1) : (JSON.parse(buf.toString("utf8", start, end)) as string);
+}
+
+const beyondAscii = new Map<string, boolean>();
+
+/** True when `field` has a letter (`k`, `s`) that a non-ASCII character folds to (U+212A, U+017F). */
+function foldsBeyondAscii(field: string): boolean {
+  let v = beyondAscii.get(field);
+  if (v === undefined) beyondAscii.set(field, (v = /[ks]/i.test(field)));
+  return v;
+}
+
+/**
+ * True when the key literal spanning [start, end) names the Go field `field`
+ * (see {@link keyMatches}), compared on the bytes without building the key
+ * when it is plain ASCII and `field` has no letter with a non-ASCII fold
+ * (`k`, `s`).
+ */
+export function keyBytesMatch(b: Uint8Array, start: number, end: number, field: string): boolean {
+  if (!plainKey(b, start, end) || foldsBeyondAscii(field)) return keyMatches(decodeKeyBytes(b, start, end), field);
+  if (end - start - 2 !== field.length) return false;
+  for (let k = 0; k < field.length; k++) if ((b[start + 1 + k]! | 0x20) !== (field.charCodeAt(k) | 0x20)) return false;
+  return true;
+}
+
+/**
+ * Walks the members of the object whose `{` is at byte `start` (after
+ * optional whitespace), in source order, without building keys. `visit` gets
+ * the key literal's span (quotes included) and the value's first byte, and
+ * returns the offset just past the value (scanning it as it likes, e.g. with
+ * {@link scanValueBytes}), or {@link STOP_WALK} to end the walk. Keys are
+ * always checked strictly.
+ *
+ * @returns the offset just past the closing `}`, or {@link STOP_WALK}.
+ * @throws JsonSyntaxError (byte offset) when the bytes there are not a valid object.
+ */
+export function forEachMemberBytes(b: Uint8Array, start: number, visit: (keyStart: number, keyEnd: number, valueStart: number) => number): number {
+  start = skipSpace(b, start);
+  if (b[start] !== 0x7b) throw new JsonSyntaxError("expected an object", start);
+  let i = skipSpace(b, start + 1);
+  if (b[i] === 0x7d) return i + 1;
+  for (;;) {
+    const keyEnd = scanString(b, i, "strict");
+    const valueEnd = visit(i, keyEnd, scanKeyColon(b, i, "strict"));
+    if (valueEnd === STOP_WALK) return STOP_WALK;
+    i = skipSpace(b, valueEnd);
+    const d = b[i];
+    if (d === 0x7d) return i + 1;
+    if (d !== 0x2c) throw new JsonSyntaxError("expected ',' or '}'", i);
+    i = skipSpace(b, i + 1);
+  }
+}
+
+/**
+ * Scans the object whose `{` is at byte `start` (after optional whitespace)
+ * one level deep: every member's decoded key and raw value span (byte
+ * offsets), in source order (duplicates included). Keys are always checked
+ * strictly; `mode` applies to string contents inside values.
+ *
+ * @throws JsonSyntaxError (byte offset) when the bytes there are not a valid object.
+ */
+export function scanObjectBytes(b: Uint8Array, start: number, mode: StringMode = "strict"): JsonObject {
+  const members: JsonMember[] = [];
+  const open = skipSpace(b, start);
+  const end = forEachMemberBytes(b, open, (keyStart, keyEnd, valueStart) => {
+    const valueEnd = scanValueBytes(b, valueStart, 1, mode);
+    members.push({ key: decodeKeyBytes(b, keyStart, keyEnd), valueStart, valueEnd });
+    return valueEnd;
+  });
+  return { members, start: open, end };
+}
+
+/**
+ * Scans bytes that must hold one object and nothing else but whitespace.
+ *
+ * @throws JsonSyntaxError (byte offset) when they do not.
+ */
+export function scanDocumentObjectBytes(b: Uint8Array, mode: StringMode = "strict"): JsonObject {
+  const obj = scanObjectBytes(b, 0, mode);
+  expectDocumentEnd(b, obj.end);
+  return obj;
+}
+
+/**
+ * Checks that nothing but whitespace follows the top-level value ending at byte `end`.
+ *
+ * @throws JsonSyntaxError (byte offset) at the first byte that is not whitespace.
+ */
+export function expectDocumentEnd(b: Uint8Array, end: number): void {
+  const rest = skipSpace(b, end);
+  if (rest !== b.length) throw new JsonSyntaxError("unexpected text after the top-level value", rest);
+}
+
+/**
+ * Walks the elements of the array whose `[` is at byte `start` (after
+ * optional whitespace), in order. `visit` gets each element's first byte and
+ * returns the offset just past the element (scanning it as it likes, e.g.
+ * with {@link scanObjectBytes} or {@link scanValueBytes}), or
+ * {@link STOP_WALK} to end the walk. Nothing is built: the caller decides
+ * what to read of each element.
+ *
+ * @returns the offset just past the closing `]`, or {@link STOP_WALK}.
+ * @throws JsonSyntaxError (byte offset) when the bytes there are not a valid array.
+ */
+export function forEachElementBytes(b: Uint8Array, start: number, visit: (valueStart: number) => number): number {
+  start = skipSpace(b, start);
+  if (b[start] !== 0x5b) throw new JsonSyntaxError("expected an array", start);
+  let i = skipSpace(b, start + 1);
+  if (b[i] === 0x5d) return i + 1;
+  for (;;) {
+    const valueEnd = visit(skipSpace(b, i));
+    if (valueEnd === STOP_WALK) return STOP_WALK;
+    i = skipSpace(b, valueEnd);
+    const d = b[i];
+    if (d === 0x5d) return i + 1;
+    if (d !== 0x2c) throw new JsonSyntaxError("expected ',' or ']'", i);
+    i++;
+  }
+}
+
+/**
+ * Translates between UTF-16 indices of a string and byte offsets of its UTF-8
+ * encoding (identity for ASCII text), for the string front end.
+ */
+class TextBytes {
+  readonly bytes: Uint8Array;
+  /** For each byte offset, the UTF-16 index of the character it belongs to; undefined for ASCII text. */
+  private readonly charAt: Uint32Array | undefined;
+  private readonly byteAt: Uint32Array | undefined;
+
+  constructor(readonly text: string) {
+    this.bytes = Buffer.from(text, "utf8");
+    if (this.bytes.length === text.length) return;
+    this.charAt = new Uint32Array(this.bytes.length + 1);
+    this.byteAt = new Uint32Array(text.length + 1);
+    let byte = 0;
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      const pair = c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00;
+      const width = c < 0x80 ? 1 : c < 0x800 ? 2 : pair ? 4 : 3;
+      this.byteAt[i] = byte;
+      if (pair) this.byteAt[i + 1] = byte + 2;
+      for (let k = 0; k < width; k++) this.charAt[byte + k] = i;
+      byte += width;
+      if (pair) i++;
+    }
+    this.byteAt[text.length] = byte;
+    this.charAt[byte] = text.length;
+  }
+
+  toByte(index: number): number {
+    return this.byteAt === undefined ? index : this.byteAt[Math.min(index, this.text.length)]!;
+  }
+
+  toChar(offset: number): number {
+    return this.charAt === undefined ? offset : this.charAt[Math.min(offset, this.bytes.length)]!;
+  }
+
+  /** Runs `scan` on the bytes, turning byte offsets in a syntax error into UTF-16 indices. */
+  run<T>(scan: () => T): T {
+    try {
+      return scan();
+    } catch (err) {
+      if (err instanceof JsonSyntaxError) throw new JsonSyntaxError(err.problem, this.toChar(err.offset));
+      throw err;
+    }
+  }
+
+  object(obj: JsonObject): JsonObject {
+    if (this.charAt === undefined) return obj;
+    return {
+      start: this.toChar(obj.start),
+      end: this.toChar(obj.end),
+      members: obj.members.map((m) => ({ key: m.key, valueStart: this.toChar(m.valueStart), valueEnd: this.toChar(m.valueEnd) })),
+    };
+  }
+}
+
+/**
+ * {@link scanValueBytes} on text (strict): returns the UTF-16 index just past
+ * the value starting at index `i`.
+ *
+ * @throws JsonSyntaxError (UTF-16 index) when the text there is not one valid value.
+ */
+export function scanValue(t: string, i: number, outerDepth = 0): number {
+  const tb = new TextBytes(t);
+  return tb.run(() => tb.toChar(scanValueBytes(tb.bytes, tb.toByte(i), outerDepth, "strict")));
+}
+
+/**
+ * {@link scanObjectBytes} on text (strict), with spans as UTF-16 indices.
+ *
+ * @throws JsonSyntaxError (UTF-16 index) when the text there is not a valid object.
+ */
+export function scanObject(t: string, start: number): JsonObject {
+  const tb = new TextBytes(t);
+  return tb.run(() => tb.object(scanObjectBytes(tb.bytes, tb.toByte(start), "strict")));
+}
+
+/**
+ * {@link scanDocumentObjectBytes} on text (strict), with spans as UTF-16 indices.
+ *
+ * @throws JsonSyntaxError (UTF-16 index) when the text is not one object.
+ */
+export function scanDocumentObject(t: string): JsonObject {
+  const tb = new TextBytes(t);
+  return tb.run(() => tb.object(scanDocumentObjectBytes(tb.bytes, "strict")));
+}
+
+/**
+ * Compares a JSON key with a Go struct field name the way Go's decoder does:
+ * an exact match or a case-insensitive one under Unicode simple folding (so
+ * `spec`, `SPEC` and `Spec` all name the field `Spec`).
+ */
+export function keyMatches(key: string, field: string): boolean {
+  return key === field || foldKey(key) === foldKey(field);
+}
+
+/** The form under which {@link keyMatches} compares keys: equal folds mean matching keys. */
+export function foldKey(key: string): string {
+  return key.toUpperCase().toLowerCase();
+}

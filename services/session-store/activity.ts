@@ -1,0 +1,107 @@
+import { forEachElementBytes, forEachMemberBytes, keyBytesMatch, scanValueBytes } from "../json/json-scan.js";
+
+/**
+ * Content-free classification of a saved conversation (wire-contract.md
+ * section 2.6): `draft` (no genuine user prompt yet), `active` (at least one),
+ * or `""` (unknown).
+ */
+export type ActivityState = "" | "draft" | "active";
+
+/** The activity values a write may send (wire-contract.md section 2.6). */
+export const ACTIVITY_STATES: readonly ActivityState[] = ["", "draft", "active"];
+
+/** Prefixes of the summaries compaction writes as user messages; they are not prompts. */
+const COMPACTION_PREFIXES = ["[conversation compacted]", "[earlier turns summarised]"];
+
+/** The harness's two no-progress nudges, compared byte-exact (they contain U+2014). */
+const NUDGES = new Set([
+  "Please continue. Make concrete progress on the task using your tools, or \u2014 if you are blocked or believe the task is complete \u2014 say so explicitly in a short message.",
+  "Stop investigating now and do not run any more commands or tools. Using only the information you have already gathered, write your best final answer to the original task as a direct message now, even if it is incomplete or uncertain \u2014 note any gaps briefly. Do not plan further steps; deliver what you have.",
+]);
+
+/** Phrases that mark a `[harness note: ...]` user message as a background notice. */
+const NOTICE_MARKERS = [
+  " background subagent(s) finished: ",
+  " background command(s) finished: ",
+  " background subagent(s) still running: ",
+  " background command(s) still running: ",
+];
+
+/**
+ * The harness's genuine-prompt predicate for the text of a `user` message
+ * (spec/session-metadata.md section 1.9, newest version): not a compaction
+ * summary, not a no-progress nudge, not a background notice. Empty text (a
+ * media-only prompt) is genuine.
+ */
+export function isGenuinePrompt(text: string): boolean {
+  if (COMPACTION_PREFIXES.some((p) => text.startsWith(p))) return false;
+  if (NUDGES.has(text)) return false;
+  const notice = text.startsWith("[harness note: ") && text.endsWith("]") && NOTICE_MARKERS.some((m) => text.includes(m));
+  return !notice;
+}
+
+const COMPACTION_PREFIX_BYTES = COMPACTION_PREFIXES.map((p) => Buffer.from(p, "utf8"));
+const NUDGE_BYTES = [...NUDGES].map((n) => Buffer.from(n, "utf8"));
+const LONGEST_PREFIX = Math.max(...COMPACTION_PREFIX_BYTES.map((p) => p.length));
+
+/**
+ * {@link isGenuinePrompt} of the JSON string literal spanning [start, end)
+ * (quotes included), deciding on the raw bytes wherever they equal the text
+ * (no escape in the part compared), and decoding the string only when an
+ * escape could change the answer.
+ */
+function genuineTextAt(b: Buffer, start: number, end: number): boolean {
+  const raw = b.subarray(start + 1, end - 1);
+  const escapeAt = raw.indexOf(0x5c);
+  const plainHead = escapeAt < 0 || escapeAt >= LONGEST_PREFIX;
+  if (plainHead && COMPACTION_PREFIX_BYTES.some((p) => raw.length >= p.length && raw.compare(p, 0, p.length, 0, p.length) === 0)) return false;
+  if (escapeAt >= 0) return isGenuinePrompt(JSON.parse(b.toString("utf8", start, end)) as string);
+  if (NUDGE_BYTES.some((n) => raw.equals(n))) return false;
+  // Background notices are short; decode only a candidate.
+  return raw[0] !== 0x5b || raw[raw.length - 1] !== 0x5d || isGenuinePrompt(raw.toString("utf8"));
+}
+
+/** True when the JSON value spanning [start, end) is the string `user` (escapes decoded). */
+function isUserRole(b: Buffer, start: number, end: number): boolean {
+  if (b[start] !== 0x22) return false;
+  if (end - start === 6 && b.toString("latin1", start, end) === '"user"') return true;
+  return b.subarray(start, end).includes(0x5c) && JSON.parse(b.toString("utf8", start, end)) === "user";
+}
+
+/**
+ * The harness's `ActivityOf` over the `messages` array of a `sessnap-json/1`
+ * payload whose `[` is at byte `start` (spec/session-metadata.md section
+ * 1.9): `active` as soon as one message has role `user` and genuine-prompt
+ * text, otherwise `draft`. Messages are walked in place without building
+ * them, and only the `role` and `text` of user messages are read; once a
+ * genuine prompt is found the rest of the array is only skimmed to its end.
+ * Elements that are not objects, and messages whose role or text is not a
+ * string, are not prompts (a `null` or absent text is an empty, media-only
+ * prompt).
+ *
+ * @returns the activity and the offset just past the array's `]`.
+ * @throws JsonSyntaxError when the array is not valid JSON.
+ */
+export function walkMessages(payload: Uint8Array, start: number): { activity: ActivityState; end: number } {
+  const b = Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
+  let found = false;
+  // Spans of the current message's role and text values (last one wins, as in Go); -1 when absent.
+  let roleStart = -1;
+  let roleEnd = -1;
+  let textStart = -1;
+  let textEnd = -1;
+  const member = (keyStart: number, keyEnd: number, valueStart: number): number => {
+    const valueEnd = scanValueBytes(b, valueStart, 2, "skim");
+    if (keyBytesMatch(b, keyStart, keyEnd, "role")) [roleStart, roleEnd] = [valueStart, valueEnd];
+    else if (keyBytesMatch(b, keyStart, keyEnd, "text")) [textStart, textEnd] = b[valueStart] === 0x6e ? [-1, -1] : [valueStart, valueEnd];
+    return valueEnd;
+  };
+  const end = forEachElementBytes(b, start, (at) => {
+    if (found || b[at] !== 0x7b) return scanValueBytes(b, at, 2, "skim");
+    roleStart = textStart = -1;
+    const messageEnd = forEachMemberBytes(b, at, member);
+    if (roleStart >= 0 && isUserRole(b, roleStart, roleEnd)) found = textStart < 0 || (b[textStart] === 0x22 && genuineTextAt(b, textStart, textEnd));
+    return messageEnd;
+  });
+  return { activity: found ? "active" : "draft", end };
+}
