@@ -1,0 +1,10 @@
+import { readOp, type SqliteOp } from "../sqlite-op.js";
+
+/**
+ * A copy `ids` operation on the SQLite worker (issue 14,
+ * services/storage/copy/kind-store.ts): the first column of every row `sql`
+ * selects, as strings.
+ */
+export function idsOp(sql: string): SqliteOp<Record<string, never>, string[]> {
+  return readOp((db) => db.prepare(sql).pluck().all() as string[]);
+}
