@@ -1,4 +1,4 @@
-import { canonicalItem } from "../storage/copy/canonical.js";
+import type { CanonicalItem } from "../storage/copy/canonical.js";
 import type { CopyChunk, KindFormat } from "../storage/copy/kind-store.js";
 import type { LogPage, StoredRecord } from "./store.js";
 
@@ -35,10 +35,10 @@ export const eventLogCopyFormat: KindFormat<EventLogChunk> = {
   count: (c) => c.records.length,
   bytes: (c) => c.records.reduce((n, r) => n + (r.kind === "event" ? r.payload.byteLength : Buffer.byteLength(r.reason)), 0),
   items: (c) => {
-    const items = c.records.map((r) =>
-      canonicalItem(r.kind === "event" ? [c.sessionId, c.generation, r.position, "event", r.format, r.payload] : [c.sessionId, c.generation, r.position, "gap", r.reason]),
+    const items: CanonicalItem[] = c.records.map((r) =>
+      r.kind === "event" ? [c.sessionId, c.generation, r.position, "event", r.format, r.payload] : [c.sessionId, c.generation, r.position, "gap", r.reason],
     );
-    if (c.records[0]?.position === 1) items.push(canonicalItem(["log", c.sessionId, c.generation, c.length]));
+    if (c.records[0]?.position === 1) items.push(["log", c.sessionId, c.generation, c.length]);
     return items;
   },
 };

@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3";
 import { readOp, writeOp } from "../storage/sqlite-op.js";
-import { idsOp } from "../storage/copy/sqlite-ids-op.js";
+import { copyStatement, idsOp } from "../storage/copy/sqlite-copy-op.js";
 import type { CopyChunk, CopyReadRequest } from "../storage/copy/kind-store.js";
 import { LOG_CHUNK_RECORDS, chunkOfPage, type EventLogChunk } from "./copy-format.js";
 import { eventLogOps } from "./sqlite-ops.js";
@@ -19,20 +19,20 @@ function readChunk(db: Database.Database, r: CopyReadRequest, ctx: Parameters<(t
  *   leave a hole before its first record.
  */
 function writeChunk(db: Database.Database, c: EventLogChunk): void {
-  let log = db.prepare<[string], { log_id: number; generation: string | null; length: number }>(`SELECT log_id, generation, length FROM event_logs WHERE session_id = ?`).get(c.sessionId);
+  let log = copyStatement<[string], { log_id: number; generation: string | null; length: number }>(db, `SELECT log_id, generation, length FROM event_logs WHERE session_id = ?`).get(c.sessionId);
   if (log === undefined) {
-    const row = db.prepare(`INSERT INTO event_logs (session_id, generation, length, stamp) VALUES (?, NULL, 0, (SELECT coalesce(max(stamp), 0) + 1 FROM event_logs)) RETURNING log_id`).get(c.sessionId) as { log_id: number };
+    const row = copyStatement(db, `INSERT INTO event_logs (session_id, generation, length, stamp) VALUES (?, NULL, 0, (SELECT coalesce(max(stamp), 0) + 1 FROM event_logs)) RETURNING log_id`).get(c.sessionId) as { log_id: number };
     log = { log_id: row.log_id, generation: null, length: 0 };
   }
   if (log.generation !== null && log.generation !== c.generation) throw new Error(`the event log of ${JSON.stringify(c.sessionId)} in the target has generation ${log.generation}, not ${c.generation}`);
   const first = c.records[0]!.position;
   if (first > log.length + 1) throw new Error(`the event log of ${JSON.stringify(c.sessionId)} in the target has ${log.length} records; records from ${first} on would leave a hole`);
-  const insert = db.prepare(`INSERT INTO event_records (log_id, position, format, payload, reason) VALUES (?, ?, ?, ?, ?) ON CONFLICT (log_id, position) DO NOTHING`);
+  const insert = copyStatement(db, `INSERT INTO event_records (log_id, position, format, payload, reason) VALUES (?, ?, ?, ?, ?) ON CONFLICT (log_id, position) DO NOTHING`);
   for (const r of c.records) {
     insert.run(log.log_id, r.position, r.kind === "event" ? r.format : null, r.kind === "event" ? r.payload : null, r.kind === "gap" ? r.reason : null);
   }
   const length = Math.max(log.length, c.records.at(-1)!.position);
-  db.prepare(`UPDATE event_logs SET generation = ?, length = ?, stamp = (SELECT coalesce(max(stamp), 0) + 1 FROM event_logs) WHERE log_id = ?`).run(c.generation, length, log.log_id);
+  copyStatement(db, `UPDATE event_logs SET generation = ?, length = ?, stamp = (SELECT coalesce(max(stamp), 0) + 1 FROM event_logs) WHERE log_id = ?`).run(c.generation, length, log.log_id);
 }
 
 /**

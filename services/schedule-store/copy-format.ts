@@ -1,4 +1,3 @@
-import { canonicalItem } from "../storage/copy/canonical.js";
 import type { KindFormat } from "../storage/copy/kind-store.js";
 import { dueIndexKey } from "./rules.js";
 import { decodeState } from "./schedule.js";
@@ -36,7 +35,7 @@ export const scheduleCopyFormat: KindFormat<ScheduleCopy> = {
   label: (id) => id,
   count: () => 1,
   bytes: (s) => Buffer.byteLength(s.spec) + Buffer.byteLength(s.state),
-  items: (s) => [canonicalItem([s.name, s.spec, s.placementOwned, s.maxFires, s.state])],
+  items: (s) => [[s.name, s.spec, s.placementOwned, s.maxFires, s.state]],
 };
 
 /** Copy format of fire records: every field in the digest; bytes are the record text. */
@@ -46,5 +45,5 @@ export const fireCopyFormat: KindFormat<FireCopy> = {
   label: (id) => id,
   count: () => 1,
   bytes: (f) => Buffer.byteLength(f.payload),
-  items: (f) => [canonicalItem([f.fireId, f.scheduleName, f.payload])],
+  items: (f) => [[f.fireId, f.scheduleName, f.payload]],
 };

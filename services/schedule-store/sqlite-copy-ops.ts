@@ -1,5 +1,5 @@
 import { readOp, writeOp } from "../storage/sqlite-op.js";
-import { idsOp } from "../storage/copy/sqlite-ids-op.js";
+import { copyStatement, idsOp } from "../storage/copy/sqlite-copy-op.js";
 import { wholeRecords, type CopyReadRequest } from "../storage/copy/kind-store.js";
 import { copiedDueKey, type FireCopy, type ScheduleCopy } from "./copy-format.js";
 
@@ -22,14 +22,14 @@ interface ScheduleRow {
 export const scheduleCopyOps = {
   "schedule.copy.ids": idsOp(`SELECT name FROM schedules`),
   "schedule.copy.read": readOp((db, a: { requests: CopyReadRequest[] }) => {
-    const get = db.prepare<[string], ScheduleRow>(`SELECT spec, placement_owned, max_fires, state FROM schedules WHERE name = ?`).safeIntegers(true);
+    const get = copyStatement<[string], ScheduleRow>(db, `SELECT spec, placement_owned, max_fires, state FROM schedules WHERE name = ?`).safeIntegers(true);
     return wholeRecords(a.requests, (name): ScheduleCopy | undefined => {
       const row = get.get(name);
       return row === undefined ? undefined : { name, spec: row.spec, placementOwned: Number(row.placement_owned) === 1, maxFires: row.max_fires.toString(), state: row.state };
     });
   }),
   "schedule.copy.write": writeOp((db, a: { records: ScheduleCopy[] }) => {
-    const put = db.prepare(
+    const put = copyStatement(db, 
       `INSERT INTO schedules (name, spec, placement_owned, max_fires, state, due_ms) VALUES (?, ?, ?, ?, ?, ?)
        ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, placement_owned = excluded.placement_owned,
          max_fires = excluded.max_fires, state = excluded.state, due_ms = excluded.due_ms`,
@@ -38,14 +38,14 @@ export const scheduleCopyOps = {
   }),
   "schedule.copy.fireIds": idsOp(`SELECT fire_id FROM schedule_fires`),
   "schedule.copy.fireRead": readOp((db, a: { requests: CopyReadRequest[] }) => {
-    const get = db.prepare<[string], { schedule_name: string; payload: string }>(`SELECT schedule_name, payload FROM schedule_fires WHERE fire_id = ?`);
+    const get = copyStatement<[string], { schedule_name: string; payload: string }>(db, `SELECT schedule_name, payload FROM schedule_fires WHERE fire_id = ?`);
     return wholeRecords(a.requests, (fireId): FireCopy | undefined => {
       const row = get.get(fireId);
       return row === undefined ? undefined : { fireId, scheduleName: row.schedule_name, payload: row.payload };
     });
   }),
   "schedule.copy.fireWrite": writeOp((db, a: { records: FireCopy[] }) => {
-    const put = db.prepare(
+    const put = copyStatement(db, 
       `INSERT INTO schedule_fires (fire_id, schedule_name, payload) VALUES (?, ?, ?)
        ON CONFLICT (fire_id) DO UPDATE SET schedule_name = excluded.schedule_name, payload = excluded.payload`,
     );

@@ -1,4 +1,3 @@
-import { canonicalItem } from "../storage/copy/canonical.js";
 import type { KindFormat } from "../storage/copy/kind-store.js";
 
 /**
@@ -21,5 +20,5 @@ export const leaseCopyFormat: KindFormat<LeaseCopy> = {
   label: (id) => id,
   count: () => 1,
   bytes: () => 0,
-  items: (l) => [canonicalItem([l.sessionId, l.hold?.owner, l.hold?.token, l.hold?.expiryUs, l.highWater])],
+  items: (l) => [[l.sessionId, l.hold?.owner, l.hold?.token, l.hold?.expiryUs, l.highWater]],
 };

@@ -1,5 +1,5 @@
 import { readOp, writeOp } from "../storage/sqlite-op.js";
-import { idsOp } from "../storage/copy/sqlite-ids-op.js";
+import { copyStatement, idsOp } from "../storage/copy/sqlite-copy-op.js";
 import { wholeRecords, type CopyReadRequest } from "../storage/copy/kind-store.js";
 import type { LeaseCopy } from "./copy-format.js";
 
@@ -23,7 +23,7 @@ const toStored = (token: string) => BigInt.asIntN(64, BigInt(token));
 export const leaseCopyOps = {
   "lease.copy.ids": idsOp(`SELECT session_id FROM session_leases`),
   "lease.copy.read": readOp((db, a: { requests: CopyReadRequest[] }) => {
-    const get = db.prepare<[string], LeaseRow>(`SELECT owner, token, expiry_us, high_water FROM session_leases WHERE session_id = ?`).safeIntegers(true);
+    const get = copyStatement<[string], LeaseRow>(db, `SELECT owner, token, expiry_us, high_water FROM session_leases WHERE session_id = ?`).safeIntegers(true);
     return wholeRecords(a.requests, (sessionId): LeaseCopy | undefined => {
       const row = get.get(sessionId);
       if (row === undefined) return undefined;
@@ -32,7 +32,7 @@ export const leaseCopyOps = {
     });
   }),
   "lease.copy.write": writeOp((db, a: { records: LeaseCopy[] }) => {
-    const put = db.prepare(
+    const put = copyStatement(db, 
       `INSERT INTO session_leases (session_id, owner, token, expiry_us, high_water) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, token = excluded.token, expiry_us = excluded.expiry_us, high_water = excluded.high_water`,
     );

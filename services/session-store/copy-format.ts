@@ -1,4 +1,4 @@
-import { canonicalItem, canonicalJson } from "../storage/copy/canonical.js";
+import { canonicalJson } from "../storage/copy/canonical.js";
 import type { KindFormat } from "../storage/copy/kind-store.js";
 import type { ActivityState } from "./activity.js";
 import { decodeMetadata, encodeMetadata } from "./metadata-record.js";
@@ -44,9 +44,7 @@ export const sessionCopyFormat: KindFormat<SessionCopy> = {
   label: (id) => id,
   count: () => 1,
   bytes: (s) => s.payload.byteLength,
-  items: (s) => [
-    canonicalItem([s.sessionId, s.format, s.payload, s.modifiedAtMicros, s.activityState, s.estimatedBytes, s.metadata === undefined ? undefined : canonicalJson(s.metadata)]),
-  ],
+  items: (s) => [[s.sessionId, s.format, s.payload, s.modifiedAtMicros, s.activityState, s.estimatedBytes, s.metadata === undefined ? undefined : canonicalJson(s.metadata)]],
 };
 
 /**
@@ -71,7 +69,7 @@ export const lineageCopyFormat: KindFormat<LineageRecord> = {
   items: (r) => {
     const rel = r.relationship;
     return [
-      canonicalItem([
+      [
         r.sessionId,
         r.incarnation,
         r.kind,
@@ -89,7 +87,7 @@ export const lineageCopyFormat: KindFormat<LineageRecord> = {
         r.ownerScope,
         r.state,
         r.deletedAtMicros,
-      ]),
+      ],
     ];
   },
 };

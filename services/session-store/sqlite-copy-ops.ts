@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import { randomBytes } from "node:crypto";
 import { readOp, writeOp } from "../storage/sqlite-op.js";
-import { idsOp } from "../storage/copy/sqlite-ids-op.js";
+import { copyStatement, idsOp } from "../storage/copy/sqlite-copy-op.js";
 import { wholeRecords, type CopyReadRequest } from "../storage/copy/kind-store.js";
 import { copiedProjection, lineageCopyId, parseLineageCopyId, type SessionCopy } from "./copy-format.js";
 import { sessionStoreOps } from "./sqlite-ops.js";
@@ -19,8 +19,7 @@ interface RowColumns {
 /** Reads one session for a copy: the snapshot through the store's own Load (whatever holds the payload), and its metadata row. */
 function readSession(db: Database.Database, sessionId: string, ctx: Parameters<(typeof sessionStoreOps)["session.load"]["run"]>[2]): SessionCopy | undefined {
   const snapshot = sessionStoreOps["session.load"].run(db, { sessionId }, ctx);
-  const row = db
-    .prepare<[string], RowColumns>(
+  const row = copyStatement<[string], RowColumns>(db, 
       `SELECT s.modified_us, m.activity_state, m.estimated_bytes, m.metadata FROM sessions s LEFT JOIN session_metadata m ON m.session_id = s.session_id WHERE s.session_id = ?`,
     )
     .get(sessionId);
@@ -57,7 +56,7 @@ export const sessionCopyOps = {
   "session.copy.ids": idsOp(`SELECT session_id FROM sessions`),
   "session.copy.read": readOp((db, a: { requests: CopyReadRequest[] }, ctx) => wholeRecords(a.requests, (id) => readSession(db, id, ctx))),
   "session.copy.write": writeOp((db, a: { records: SessionCopy[] }) => {
-    const put = db.prepare(
+    const put = copyStatement(db, 
       `INSERT INTO sessions (session_id, format, payload, modified_us) VALUES (?, ?, ?, ?)
        ON CONFLICT (session_id) DO UPDATE SET format = excluded.format, payload = excluded.payload, modified_us = excluded.modified_us`,
     );
@@ -67,13 +66,12 @@ export const sessionCopyOps = {
     }
   }),
   "session.copy.lineageIds": readOp((db, _a: Record<string, never>): string[] =>
-    db
-      .prepare<[], { session_id: string; incarnation: string }>(`SELECT session_id, incarnation FROM session_lineage`)
+    copyStatement<[], { session_id: string; incarnation: string }>(db, `SELECT session_id, incarnation FROM session_lineage`)
       .all()
       .map((r) => lineageCopyId(r.session_id, r.incarnation)),
   ),
   "session.copy.lineageRead": readOp((db, a: { requests: CopyReadRequest[] }) => {
-    const get = db.prepare<[string, string], LineageDbRow>(`SELECT ${LINEAGE_COLUMNS} FROM session_lineage WHERE session_id = ? AND incarnation = ?`);
+    const get = copyStatement<[string, string], LineageDbRow>(db, `SELECT ${LINEAGE_COLUMNS} FROM session_lineage WHERE session_id = ? AND incarnation = ?`);
     return wholeRecords(a.requests, (id): LineageRecord | undefined => {
       const { sessionId, incarnation } = parseLineageCopyId(id);
       const row = get.get(sessionId, incarnation);
@@ -85,6 +83,6 @@ export const sessionCopyOps = {
   }),
   "session.copy.erase": writeOp((db, _a: Record<string, never>) => {
     db.exec(`DELETE FROM sessions; DELETE FROM session_metadata; DELETE FROM session_lineage; DELETE FROM session_scopes;`);
-    db.prepare(`UPDATE session_store_info SET value = ? WHERE key = 'store_id'`).run(randomBytes(8).toString("hex"));
+    copyStatement(db, `UPDATE session_store_info SET value = ? WHERE key = 'store_id'`).run(randomBytes(8).toString("hex"));
   }),
 };

@@ -1,3 +1,5 @@
+import type { CanonicalItem } from "./canonical.js";
+
 /**
  * The backend-neutral export/import interface `mecatl-drivers copy` works
  * through (issue 14): every backend that implements a {@link KindStore} for
@@ -77,11 +79,11 @@ export interface KindFormat<R> {
   /** Payload bytes it carries, for progress (snapshot, event and fire payloads, spec texts). */
   bytes(record: R): number;
   /**
-   * Its canonical encodings: one byte string per item the digest covers,
-   * equal on every backend for equal content (an event-log chunk gives one
-   * per event, plus the log's header with its first chunk).
+   * Its canonical forms: one item per thing the digest covers, equal on
+   * every backend for equal content (an event-log chunk gives one per event,
+   * plus the log's header with its first chunk).
    */
-  items(record: R): Uint8Array[];
+  items(record: R): CanonicalItem[];
 }
 
 /** A {@link KindStore} for every kind: what a backend implements to be copied from and to. */
