@@ -19,6 +19,7 @@ import type { OpContext } from "./sqlite-op.js";
 import { applyPragmas, migrate, readDurabilitySettings, rollbackIfOpen } from "./sqlite-schema.js";
 import { probeWrite, storageMigrations } from "./sqlite-probe.js";
 import { EXPIRED_CODE } from "./sqlite-failure.js";
+import { prepareSpace, SqliteMaintenance, type SqliteSpaceSettings } from "./sqlite-maintenance.js";
 
 interface Request {
   id: number;
@@ -42,6 +43,8 @@ const port = init.port;
 const ops = sqliteOps as Record<string, { kind: "read" | "write"; run: (db: Database.Database, args: unknown, ctx: OpContext) => unknown }>;
 
 let db: Database.Database;
+/** Space reclamation (sqlite-maintenance.ts), for a read-write file only. */
+let space: SqliteSpaceSettings | undefined;
 try {
   if (init.readonly) {
     db = new Database(init.path, { readonly: true, fileMustExist: true });
@@ -49,9 +52,10 @@ try {
   } else {
     db = new Database(init.path);
     applyPragmas(db, { busyTimeoutMs: init.busyTimeoutMs, durable: init.durable });
+    if (!db.memory) space = prepareSpace(db);
     migrate(db, [...sqliteMigrations, ...storageMigrations]);
   }
-  parentPort!.postMessage({ type: "ready", settings: readDurabilitySettings(db) });
+  parentPort!.postMessage({ type: "ready", settings: { ...readDurabilitySettings(db), ...space } });
 } catch (err) {
   parentPort!.postMessage({ type: "failed", message: (err as Error).message });
   process.exit(1);
@@ -59,6 +63,7 @@ try {
 
 const queue: Request[] = [];
 let scheduled = false;
+const maintenance = space === undefined ? undefined : new SqliteMaintenance(db, () => scheduled || queue.length > 0);
 let closing = false;
 let probeWanted = false;
 
@@ -112,11 +117,13 @@ function drain(): void {
   // `writes`: how many writes this group commit carried (0 when the batch held only reads), for the batch-size metric.
   const writes = batch.reduce((n, r) => (ops[r.op]?.kind === "write" ? n + 1 : n), 0);
   port.postMessage({ type: "replies", replies, notifications, writes });
+  maintenance?.afterDrain(writes);
   if (probeWanted) {
     probeWanted = false;
     port.postMessage({ type: "probe", result: probeWrite(db, init.path) });
   }
   if (closing && queue.length === 0) {
+    maintenance?.stop();
     db.close();
     port.postMessage({ type: "closed" });
     port.close();
