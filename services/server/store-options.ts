@@ -52,7 +52,9 @@ export type StoreSide = "from" | "to";
 export function addSideStoreOptions(command: Command, side: StoreSide, what: string): Command {
   for (const o of addStoreOptions(new Command()).options) {
     const store = o.long === "--store";
-    const option = new Option(o.flags.replace("--store", `--${side}`).replace("--redis-", `--${side}-redis-`), `${what}: ${o.description}`);
+    // A copy cannot reach sqlite::memory: (it lives inside its server process).
+    const description = store ? o.description.replace(/sqlite::memory:[^,]*, /, "") : o.description;
+    const option = new Option(o.flags.replace("--store", `--${side}`).replace("--redis-", `--${side}-redis-`), `${what}: ${description}`);
     if (!store && o.defaultValue !== undefined) option.default(o.defaultValue);
     command.addOption(option);
   }
