@@ -1,5 +1,8 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import { SessionStoreService, type SaveRequest } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { create } from "@bufbuild/protobuf";
+import { SessionStoreService, StoredSessionEntrySchema, type SaveRequest } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { collectAnswer, messageBytes } from "../rpc/answer-budget.js";
+import { mapEntries } from "../storage/index-scan.js";
 import { invalidArgument, notFound } from "../rpc/errors.js";
 import { requireFormat, requireId, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
 import { microsToTimestamp } from "../rpc/timestamp.js";
@@ -36,7 +39,9 @@ function validSave(req: SaveRequest): { sessionId: string; snapshot: StoredSnaps
  *   payload whose Load answer would exceed 64 MiB (the harness's limit).
  * - Create: as Save, but ALREADY_EXISTS (nothing changed) when the id exists.
  * - Load: NOT_FOUND naming the id when absent.
- * - List: every id with its save time.
+ * - List: every id with its save time, read in bounded pages;
+ *   RESOURCE_EXHAUSTED (naming the count and the limit) when the answer would
+ *   exceed the harness's 64 MiB message limit (issue 10).
  * - Delete: idempotent; removes the session's event log in the same store too.
  * - Capabilities: contract `session-store/1`; list, delete, create.
  * - PageMetadata, ReadLineage: UNIMPLEMENTED (advertised false, section 2.4).
@@ -61,9 +66,11 @@ export function sessionStoreService(store: SessionStore): ServiceImpl<typeof Ses
       if (snapshot === undefined) throw notFound(`session ${JSON.stringify(sessionId)} not found`);
       return { snapshot };
     },
-    async list() {
-      const rows = await store.list();
-      return { sessions: rows.map((r) => ({ sessionId: r.sessionId, modifiedAt: microsToTimestamp(r.modifiedAtMicros) })) };
+    async list(_req, context) {
+      const scan = store.scan();
+      const entries = mapEntries(scan, (r) => create(StoredSessionEntrySchema, { sessionId: r.sessionId, modifiedAt: microsToTimestamp(r.modifiedAtMicros) }));
+      const sessions = await collectAnswer(entries, (e) => messageBytes(StoredSessionEntrySchema, e), { rpc: "List", noun: "sessions", total: () => scan.total() }, context.signal);
+      return { sessions };
     },
     async pageMetadata() {
       throw new ConnectError("PageMetadata is not supported by this driver (capability metadata_paging is false)", Code.Unimplemented);

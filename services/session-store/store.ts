@@ -1,3 +1,5 @@
+import type { IndexScan } from "../storage/index-scan.js";
+
 /**
  * A snapshot as stored: the format tag and payload bytes, kept verbatim
  * (wire-contract.md section 2.3).
@@ -30,8 +32,13 @@ export interface SessionStore {
   create(sessionId: string, snapshot: StoredSnapshot): Promise<boolean>;
   /** The newest snapshot, or undefined for an unknown id. */
   load(sessionId: string): Promise<StoredSnapshot | undefined>;
-  /** Every stored id with its save time, in no particular order. */
-  list(): Promise<StoredSessionInfo[]>;
+  /**
+   * Every stored id with its save time, read lazily in bounded pages
+   * (issue 10), each id once, in an order fixed by the backend (SQLite: id
+   * byte order; Redis: save time, then id). An id stored for the whole scan
+   * is read; one saved or deleted meanwhile may or may not be.
+   */
+  scan(): IndexScan<StoredSessionInfo>;
   /**
    * Removes the snapshot and every other record of the session held in the
    * same store (its event log included). Unknown ids are a no-op.

@@ -9,12 +9,15 @@ function projectRoot(): string {
   return dir;
 }
 
+/** The project's root directory (where package.json is), from source or from `dist/`. */
+export const PROJECT_ROOT = projectRoot();
+
 /**
  * Path of the built executable the tests and benchmarks run (`npm test`
  * builds first). Found from the project root, so this helper works both from
  * `test/helpers` (vitest) and from `dist/test/helpers` (benchmarks).
  */
-export const MAIN = join(projectRoot(), "dist/services/server/main.js");
+export const MAIN = join(PROJECT_ROOT, "dist/services/server/main.js");
 
 /** A `mecatl-drivers serve` process started by a test. */
 export interface ServerProcess {
@@ -35,11 +38,12 @@ export interface ServerProcess {
 /**
  * Spawns `node dist/services/server/main.js serve --listen 127.0.0.1:0 ...args`
  * and waits for its `listening` log line, which carries the real port.
+ * `options.main` runs another build's `main.js` (benchmarks comparing builds).
  *
  * @throws Error with the process's stderr when it exits before listening.
  */
-export async function startServer(args: string[], options: { listen?: string; env?: NodeJS.ProcessEnv } = {}): Promise<ServerProcess> {
-  const proc = spawn(process.execPath, [MAIN, "serve", "--listen", options.listen ?? "127.0.0.1:0", "--log-level", "info", ...args], {
+export async function startServer(args: string[], options: { listen?: string; env?: NodeJS.ProcessEnv; main?: string } = {}): Promise<ServerProcess> {
+  const proc = spawn(process.execPath, [options.main ?? MAIN, "serve", "--listen", options.listen ?? "127.0.0.1:0", "--log-level", "info", ...args], {
     stdio: ["ignore", "ignore", "pipe"],
     env: { ...process.env, ...options.env },
   });
