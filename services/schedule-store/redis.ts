@@ -4,6 +4,8 @@ import { CommitPlan } from "./redis-commit.js";
 import { applyMutation, dueIndexKey, dueIndexKeyAt, isDue, mutationTargets, type ScheduleMutation } from "./rules.js";
 import { decodeState, encodeState, parseFire, type FireDocument, type ScheduleDocument } from "./schedule.js";
 import type { ScheduleStore, StoreReply } from "./store.js";
+import { distinctBy, indexScan, type IndexScan } from "../storage/index-scan.js";
+import { lexIndexPages, loadInBatches, scoreIndexPages } from "../storage/redis-index-page.js";
 
 /** Commit attempts per mutation before answering `contended`. */
 export const MAX_COMMIT_ATTEMPTS = 64;
@@ -34,9 +36,11 @@ function sleep(ms: number): Promise<void> {
  * ScheduleStore on Redis. Layout (keys in redis-keys.ts): a hash per
  * schedule (`spec` verbatim, `owned`, `max_fires`, `state`, `ver`), a hash
  * per fire record (`payload`, `ver`), a set of fire ids per schedule
- * (ListFires index), a set of all names (List index) and a sorted set of the
- * schedules that can be due scored by NextFireAt in milliseconds (Due index;
- * candidates are re-checked to the nanosecond).
+ * (ListFires index), a sorted set of all names with every score 0 so they
+ * page in byte order (List index), and a sorted set of the schedules that can
+ * be due scored by NextFireAt in milliseconds (Due index; candidates are
+ * re-checked to the nanosecond). List and Due read their index a page at a
+ * time (issue 10).
  *
  * Atomicity is optimistic compare-and-set, because the rules are TypeScript
  * and cannot run inside Redis: read the schedule and fire hashes with their
@@ -82,12 +86,12 @@ export class RedisScheduleStore implements ScheduleStore {
     const key = this.keys.schedule(name);
     if (s === null) {
       for (const f of ["spec", "owned", "max_fires", "state"]) plan.write("HDEL", key, f);
-      plan.write("SREM", this.keys.scheduleIndex(), name);
+      plan.write("ZREM", this.keys.scheduleIndex(), name);
       plan.write("ZREM", this.keys.scheduleDueIndex(), name);
     } else {
       plan.write("HSET", key, "spec", s.specText).write("HSET", key, "owned", s.placementOwned ? "1" : "0");
       plan.write("HSET", key, "max_fires", s.maxFires.toString()).write("HSET", key, "state", encodeState(s.state));
-      plan.write("SADD", this.keys.scheduleIndex(), name);
+      plan.write("ZADD", this.keys.scheduleIndex(), "0", name);
       const due = dueIndexKey(s);
       if (due === undefined) plan.write("ZREM", this.keys.scheduleDueIndex(), name);
       else plan.write("ZADD", this.keys.scheduleDueIndex(), due.toString(), name);
@@ -123,18 +127,32 @@ export class RedisScheduleStore implements ScheduleStore {
     return toDocument(name, await this.redis.hmget(this.keys.schedule(name), ...SCHEDULE_FIELDS));
   }
 
-  private async loadMany(names: string[]): Promise<ScheduleDocument[]> {
-    const docs = await Promise.all(names.map((n) => this.load(n)));
-    return docs.filter((d): d is ScheduleDocument => d !== undefined);
+  /** Loads the schedules of one index page, a bounded batch at a time; names whose schedule is gone are skipped. */
+  private loadPage(names: readonly string[]): AsyncGenerator<ScheduleDocument, void, undefined> {
+    return loadInBatches(this.redis, names, (n) => this.keys.schedule(n), "spec", (n) => this.load(n));
   }
 
-  async list(): Promise<ScheduleDocument[]> {
-    return this.loadMany(await this.redis.smembers(this.keys.scheduleIndex()));
+  /** Pages through the name index in byte order. */
+  scan(): IndexScan<ScheduleDocument> {
+    const index = this.keys.scheduleIndex();
+    const self = this;
+    return indexScan(
+      async function* () {
+        for await (const names of lexIndexPages(self.redis, index)) yield* self.loadPage(names);
+      },
+      () => this.redis.zcard(index),
+    );
   }
 
-  async due(now: bigint): Promise<ScheduleDocument[]> {
-    const names = await this.redis.zrangebyscore(this.keys.scheduleDueIndex(), "-inf", dueIndexKeyAt(now).toString());
-    return (await this.loadMany(names)).filter((s) => isDue(s, now));
+  /** Pages through the Due index in (NextFireAt ms, name) order up to `now`; a schedule claimed ahead of the scan with a fire still due is kept at its first sighting. */
+  scanDue(now: bigint): AsyncIterable<ScheduleDocument> {
+    const self = this;
+    async function* candidates() {
+      for await (const page of scoreIndexPages(self.redis, self.keys.scheduleDueIndex(), Number(dueIndexKeyAt(now)))) {
+        for await (const s of self.loadPage(page.map((e) => e.member))) if (isDue(s, now)) yield s;
+      }
+    }
+    return distinctBy(candidates(), (s) => s.name);
   }
 
   async loadFire(fireId: string): Promise<string | undefined> {

@@ -89,9 +89,12 @@ export class RedisKeys {
     return `${this.base}schedule:{${name}}:fires`;
   }
 
-  /** Set of every schedule name (ListSchedules index). */
+  /**
+   * Sorted set of every schedule name, every score 0 so names are read in
+   * byte order, a page at a time (ListSchedules index, issue 10).
+   */
   scheduleIndex(): string {
-    return `${this.base}schedules`;
+    return `${this.base}schedules:by-name`;
   }
 
   /** Sorted set of the schedules that can be due, scored by NextFireAt in whole milliseconds (Due index). */

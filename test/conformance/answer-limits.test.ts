@@ -1,17 +1,22 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Code, type Client } from "@connectrpc/connect";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { ScheduleStoreService } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
 import { allBackends, type TestBackend } from "../helpers/backends.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient, harnessClient, HARNESS_MESSAGE_BYTES } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
 import { inParallel, seedSessions } from "../helpers/seed.js";
+import { iso, readSchedule, scheduleRecord, T0, ts, type SpecInit, type State } from "../helpers/schedules.js";
 
 /** The longest id the driver accepts, in bytes (services/rpc/validate.ts MAX_ID_BYTES). */
 const MAX_ID_BYTES = 16 * 1024;
 
 const utf8 = new TextEncoder();
 const snap = (text: string) => ({ format: "sessnap-json/1", payload: utf8.encode(text) });
+
+/** Size of the text in each large schedule record: three pass 64 MiB, two fit. */
+const BIG_TEXT_BYTES = 22.5 * 1024 * 1024;
 
 /** `n` distinct ids of exactly `bytes` UTF-8 bytes, starting with `prefix`. */
 function longIds(prefix: string, n: number, bytes = MAX_ID_BYTES): string[] {
@@ -32,13 +37,17 @@ describe.each(allBackends())("answers bounded by the 64 MiB message limit on $na
   let server: ServerProcess;
   let sessions: Client<typeof SessionStoreService>;
   let harnessSessions: Client<typeof SessionStoreService>;
+  let schedules: Client<typeof ScheduleStoreService>;
+  let harnessSchedules: Client<typeof ScheduleStoreService>;
   let store: string;
 
   beforeAll(async () => {
     ({ store } = await backend.setup());
-    server = await startServer(["session-store", "--store", store]);
+    server = await startServer(["session-store", "schedule-store", "--store", store]);
     sessions = grpcClient(SessionStoreService, server.address);
     harnessSessions = harnessClient(SessionStoreService, server.address);
+    schedules = grpcClient(ScheduleStoreService, server.address);
+    harnessSchedules = harnessClient(ScheduleStoreService, server.address);
   });
   afterAll(async () => {
     await server?.stop();
@@ -100,4 +109,74 @@ describe.each(allBackends())("answers bounded by the 64 MiB message limit on $na
       expect(listed.map(tail).sort()).toEqual(ids.slice(21).map(tail).sort());
     });
   });
+
+  const save = (spec: SpecInit, st: Partial<State> = {}) => schedules.saveSchedule({ name: spec.Name, schedule: scheduleRecord(spec, st) });
+  const names = (records: Array<{ format: string; payload: Uint8Array }>) => records.map((r) => String(readSchedule(r).spec.Name));
+  type WireRecord = { format: string; payload: Uint8Array };
+  /** True when two records are byte for byte the same (vitest's deep equality walks a typed array key by key: slow, and protobuf messages carry a `$typeName`). */
+  const sameRecord = (a: WireRecord | undefined, b: WireRecord | undefined) => a?.format === b?.format && a !== undefined && b !== undefined && Buffer.from(a.payload).equals(b.payload);
+  /** Expects each answer to hold the schedules of `expected[i]`, each once, byte for byte as LoadSchedule returns it. */
+  const expectSchedulesAsLoaded = async (answers: WireRecord[][], expected: string[][]) => {
+    const loaded = new Map<string, WireRecord>();
+    await inParallel([...new Set(expected.flat())], 16, async (name) => loaded.set(name, (await schedules.loadSchedule({ name })).schedule!));
+    answers.forEach((records, i) => {
+      expect([...names(records)].sort()).toEqual([...expected[i]!].sort());
+      expect(records.filter((r) => !sameRecord(r, loaded.get(String(readSchedule(r).spec.Name))))).toEqual([]);
+    });
+  };
+
+  describe("ListSchedules and DueSchedules (wire-contract.md section 5.5)", () => {
+    const ids = Array.from({ length: 440 }, (_, i) => `page-${String(i).padStart(4, "0")}`);
+    /** Every 4th schedule is not due at T0: a later fire, disabled, or out of fires. */
+    const kind = (i: number) => ["due", "due", "due", "later", "due", "disabled", "due", "spent"][i % 8]!;
+    const dueIds = ids.filter((_, i) => kind(i) === "due");
+
+    test("answers over several pages hold every schedule once, as LoadSchedule returns it", async () => {
+      await inParallel(ids, 32, (name) => {
+        const i = ids.indexOf(name);
+        const k = kind(i);
+        const st: Partial<State> = { NextFireAt: iso(k === "later" ? T0 + 100_000 : T0 - i), Enabled: k !== "disabled", FireCount: k === "spent" ? 2 : 0 };
+        return save({ Name: name, MaxFires: k === "spent" ? 2 : 0, PlacementOwned: i % 5 === 0, Prompt: `schedule ${i} ${"é".repeat(i % 50)}` }, st);
+      });
+      await expectSchedulesAsLoaded([(await schedules.listSchedules({})).schedules, (await schedules.dueSchedules({ now: ts(T0) })).schedules], [ids, dueIds]);
+    });
+
+    test("schedules claimed while DueSchedules pages through the index, still due after, are each listed once", async () => {
+      // A claim whose next fire is still due at T0 + 1000 moves the schedule further along the time-ordered index.
+      let listing = true;
+      const claims = (async () => {
+        for (let i = 0, pass = 0; listing; i = (i + 1) % dueIds.length) {
+          if (i === 0) pass = Math.min(pass + 1, 998);
+          await schedules.claimSchedule({ name: dueIds[i]!, now: ts(T0 + 999), nextFire: ts(T0 + pass) });
+        }
+      })();
+      const answers = [];
+      for (let round = 0; round < 3; round++) answers.push(names((await schedules.dueSchedules({ now: ts(T0 + 1000) })).schedules));
+      listing = false;
+      await claims;
+      for (const listed of answers) {
+        expect(listed.length).toBe(new Set(listed).size);
+        expect([...listed].sort()).toEqual(dueIds);
+      }
+    });
+
+    test("answers past 64 MiB are RESOURCE_EXHAUSTED naming the count and the limit; the server goes on; one less fits the harness", async () => {
+      const big = ["big-a", "big-b", "big-c"];
+      for (const name of big) await save({ Name: name, Prompt: "p".repeat(BIG_TEXT_BYTES) }, { NextFireAt: iso(T0 - 1), Enabled: true });
+      const all = [...ids, ...big];
+      const list = await expectCode(schedules.listSchedules({}), Code.ResourceExhausted, `${HARNESS_MESSAGE_BYTES}-byte message limit`);
+      expect(list.rawMessage).toContain(`the store holds ${all.length} schedules`);
+      expect(list.rawMessage).toMatch(/: \d+ schedules \(\d+ bytes\) were read before/);
+      const due = await expectCode(schedules.dueSchedules({ now: ts(T0 + 1000) }), Code.ResourceExhausted, `${HARNESS_MESSAGE_BYTES}-byte message limit`);
+      expect(due.rawMessage).toMatch(/: \d+ due schedules \(\d+ bytes\) were read before/);
+      // Other calls are answered and nothing changed; one schedule less fits the harness.
+      expect(readSchedule((await schedules.loadSchedule({ name: "big-b" })).schedule).spec.Prompt).toHaveLength(BIG_TEXT_BYTES);
+      await schedules.deleteSchedule({ name: "big-c" });
+      const fits = (await harnessSchedules.listSchedules({})).schedules;
+      expect([...names(fits)].sort()).toEqual(all.slice(0, -1).sort());
+      expect(fits.filter((r) => r.payload.byteLength > BIG_TEXT_BYTES).length).toBe(2);
+      await inParallel(all, 32, (name) => schedules.deleteSchedule({ name }));
+    });
+  });
+
 });
