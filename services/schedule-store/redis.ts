@@ -35,12 +35,12 @@ function sleep(ms: number): Promise<void> {
 /**
  * ScheduleStore on Redis. Layout (keys in redis-keys.ts): a hash per
  * schedule (`spec` verbatim, `owned`, `max_fires`, `state`, `ver`), a hash
- * per fire record (`payload`, `ver`), a set of fire ids per schedule
- * (ListFires index), a sorted set of all names with every score 0 so they
- * page in byte order (List index), and a sorted set of the schedules that can
- * be due scored by NextFireAt in milliseconds (Due index; candidates are
- * re-checked to the nanosecond). List and Due read their index a page at a
- * time (issue 10).
+ * per fire record (`payload`, `ver`), a sorted set of fire ids per schedule
+ * (ListFires index) and one of all names (List index), both with every score
+ * 0 so they page in byte order, and a sorted set of the schedules that can be
+ * due scored by NextFireAt in milliseconds (Due index; candidates are
+ * re-checked to the nanosecond). Every index is read a page at a time
+ * (issue 10).
  *
  * Atomicity is optimistic compare-and-set, because the rules are TypeScript
  * and cannot run inside Redis: read the schedule and fire hashes with their
@@ -103,8 +103,8 @@ export class RedisScheduleStore implements ScheduleStore {
   private planFire(plan: CommitPlan, f: FireDocument, previous: FireDocument | undefined): void {
     const key = this.keys.scheduleFire(f.id);
     plan.write("HSET", key, "payload", f.text).write("HINCRBY", key, "ver", "1");
-    plan.write("SADD", this.keys.scheduleFires(f.scheduleName), f.id);
-    if (previous !== undefined && previous.scheduleName !== f.scheduleName) plan.write("SREM", this.keys.scheduleFires(previous.scheduleName), f.id);
+    plan.write("ZADD", this.keys.scheduleFires(f.scheduleName), "0", f.id);
+    if (previous !== undefined && previous.scheduleName !== f.scheduleName) plan.write("ZREM", this.keys.scheduleFires(previous.scheduleName), f.id);
   }
 
   async mutate(m: ScheduleMutation): Promise<StoreReply> {
@@ -159,12 +159,21 @@ export class RedisScheduleStore implements ScheduleStore {
     return (await this.redis.hget(this.keys.scheduleFire(fireId), "payload")) ?? undefined;
   }
 
-  async listFires(scheduleName: string): Promise<string[] | undefined> {
-    const results = (await this.redis.multi().hexists(this.keys.schedule(scheduleName), "spec").smembers(this.keys.scheduleFires(scheduleName)).exec()) ?? [];
-    for (const [err] of results) if (err) throw err;
-    if (results[0]?.[1] !== 1) return undefined;
-    // A record can move to another schedule between the two reads; keep only this schedule's.
-    const payloads = await Promise.all((results[1]![1] as string[]).map((id) => this.loadFire(id)));
-    return payloads.filter((p): p is string => p !== undefined && parseFire(p).scheduleName === scheduleName);
+  /** Pages through the schedule's fire-id index in byte order. */
+  async scanFires(scheduleName: string): Promise<IndexScan<string> | undefined> {
+    if ((await this.redis.hexists(this.keys.schedule(scheduleName), "spec")) !== 1) return undefined;
+    const index = this.keys.scheduleFires(scheduleName);
+    const self = this;
+    return indexScan(
+      async function* () {
+        for await (const ids of lexIndexPages(self.redis, index)) {
+          for await (const text of loadInBatches(self.redis, ids, (id) => self.keys.scheduleFire(id), "payload", (id) => self.loadFire(id))) {
+            // A record can move to another schedule between the index read and the load; keep only this schedule's.
+            if (parseFire(text).scheduleName === scheduleName) yield text;
+          }
+        }
+      },
+      () => this.redis.zcard(index),
+    );
   }
 }

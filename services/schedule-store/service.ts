@@ -86,10 +86,10 @@ function claim(store: ScheduleStore, req: ClaimScheduleRequest | ClaimScheduleNo
  *   another id).
  * - FAILED_PRECONDITION: BeginScheduleDelete with a claimed or running fire.
  * - UNAVAILABLE: Redis commit contention persisted (nothing written).
- * - RESOURCE_EXHAUSTED: the answer of ListSchedules or DueSchedules would
- *   exceed the harness's 64 MiB message limit; the message names the count
- *   and the limit (issue 10). These read their index in bounded pages and
- *   stop at the limit.
+ * - RESOURCE_EXHAUSTED: the answer of ListSchedules, DueSchedules or
+ *   ListFires would exceed the harness's 64 MiB message limit; the message
+ *   names the count and the limit (issue 10). These read their index in
+ *   bounded pages and stop at the limit.
  */
 export function scheduleStoreService(store: ScheduleStore): ServiceImpl<typeof ScheduleStoreService> {
   return {
@@ -160,11 +160,11 @@ export function scheduleStoreService(store: ScheduleStore): ServiceImpl<typeof S
       if (text === undefined) throw notFound(`fire ${q(fireId)} not found`);
       return { fire: toFireRecord(text) };
     },
-    async listFires(req) {
+    async listFires(req, context) {
       const name = requireId("schedule_name", req.scheduleName);
-      const texts = await store.listFires(name);
-      if (texts === undefined) throw notFound(`schedule ${q(name)} not found`);
-      return { fires: texts.map(toFireRecord) };
+      const scan = await store.scanFires(name);
+      if (scan === undefined) throw notFound(`schedule ${q(name)} not found`);
+      return { fires: await collectAnswer(mapEntries(scan, toFireRecord), recordBytes, { rpc: "ListFires", noun: "fires", total: () => scan.total() }, context.signal) };
     },
   };
 }

@@ -76,6 +76,11 @@ interface DueRow extends ScheduleRow {
   due_ms: bigint;
 }
 
+interface FireRow {
+  rowid: bigint;
+  payload: string;
+}
+
 /** Characters a schedule row holds, to end a page early (index-scan.ts `takePage`). */
 function rowBytes(r: ScheduleRow): number {
   return r.spec.length + r.state.length;
@@ -160,8 +165,13 @@ export const scheduleStoreOps = {
   "schedule.loadFire": readOp((db, a: { fireId: string }): string | undefined =>
     (stmt(db, `SELECT payload FROM schedule_fires WHERE fire_id = ?`).get(a.fireId) as { payload: string } | undefined)?.payload,
   ),
-  "schedule.listFires": readOp((db, a: { scheduleName: string }): string[] | undefined => {
-    if (stmt(db, `SELECT 1 FROM schedules WHERE name = ?`).get(a.scheduleName) === undefined) return undefined;
-    return (stmt(db, `SELECT payload FROM schedule_fires WHERE schedule_name = ?`).all(a.scheduleName) as Array<{ payload: string }>).map((r) => r.payload);
+  "schedule.exists": readOp((db, a: { name: string }): boolean => stmt(db, `SELECT 1 FROM schedules WHERE name = ?`).get(a.name) !== undefined),
+  /** One page of ListFires: the schedule's fire records in rowid order strictly after `after`, through the index on `schedule_name`. */
+  "schedule.firesPage": readOp((db, a: { scheduleName: string; after: bigint | undefined }): Page<string, bigint> => {
+    const rows = stmt(db, `SELECT rowid, payload FROM schedule_fires WHERE schedule_name = ? AND rowid > ? ORDER BY rowid LIMIT ?`).iterate(a.scheduleName, a.after ?? 0n, SCAN_PAGE_ENTRIES);
+    return takePage(rows as Iterable<FireRow>, (r) => r.payload, (r) => r.payload.length, (r) => r.rowid);
   }),
+  "schedule.countFires": readOp((db, a: { scheduleName: string }): number =>
+    Number((stmt(db, `SELECT count(*) AS n FROM schedule_fires WHERE schedule_name = ?`).get(a.scheduleName) as { n: bigint }).n),
+  ),
 };

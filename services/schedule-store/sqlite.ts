@@ -41,7 +41,11 @@ export class SqliteScheduleStore implements ScheduleStore {
     return this.db.call("schedule.loadFire", { fireId });
   }
 
-  listFires(scheduleName: string): Promise<string[] | undefined> {
-    return this.db.call("schedule.listFires", { scheduleName });
+  async scanFires(scheduleName: string): Promise<IndexScan<string> | undefined> {
+    if (!(await this.db.call("schedule.exists", { name: scheduleName }))) return undefined;
+    return indexScan(
+      () => keysetScan((after: bigint | undefined) => this.db.call("schedule.firesPage", { scheduleName, after })),
+      () => this.db.call("schedule.countFires", { scheduleName }),
+    );
   }
 }

@@ -45,9 +45,10 @@ export interface ScheduleStore {
   /** The fire record stored under `fireId`, as text, or undefined. */
   loadFire(fireId: string): Promise<string | undefined>;
   /**
-   * Every fire record whose ScheduleName is `scheduleName`, in no particular
-   * order, read through a per-schedule index; undefined when no schedule of
-   * that name exists (an existing schedule without fires gives `[]`).
+   * Every fire record whose ScheduleName is `scheduleName`, read lazily in
+   * bounded pages through a per-schedule index, each once; undefined when no
+   * schedule of that name exists (an existing schedule without fires gives
+   * an empty scan).
    */
-  listFires(scheduleName: string): Promise<string[] | undefined>;
+  scanFires(scheduleName: string): Promise<IndexScan<string> | undefined>;
 }

@@ -84,9 +84,13 @@ export class RedisKeys {
     return `${this.base}schedule:{${name}}`;
   }
 
-  /** Set of the fire ids whose record names this schedule (ListFires index). */
+  /**
+   * Sorted set of the fire ids whose record names this schedule, every
+   * score 0 so they are read in byte order, a page at a time (ListFires
+   * index, issue 10).
+   */
   scheduleFires(name: string): string {
-    return `${this.base}schedule:{${name}}:fires`;
+    return `${this.base}schedule:{${name}}:fire-ids`;
   }
 
   /**

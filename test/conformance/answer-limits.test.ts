@@ -7,7 +7,7 @@ import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient, harnessClient, HARNESS_MESSAGE_BYTES } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
 import { inParallel, seedSessions } from "../helpers/seed.js";
-import { iso, readSchedule, scheduleRecord, T0, ts, type SpecInit, type State } from "../helpers/schedules.js";
+import { fireRecord, iso, readFire, readSchedule, scheduleRecord, T0, ts, type SpecInit, type State } from "../helpers/schedules.js";
 
 /** The longest id the driver accepts, in bytes (services/rpc/validate.ts MAX_ID_BYTES). */
 const MAX_ID_BYTES = 16 * 1024;
@@ -15,7 +15,7 @@ const MAX_ID_BYTES = 16 * 1024;
 const utf8 = new TextEncoder();
 const snap = (text: string) => ({ format: "sessnap-json/1", payload: utf8.encode(text) });
 
-/** Size of the text in each large schedule record: three pass 64 MiB, two fit. */
+/** Size of the text in each large schedule or fire record: three pass 64 MiB, two fit. */
 const BIG_TEXT_BYTES = 22.5 * 1024 * 1024;
 
 /** `n` distinct ids of exactly `bytes` UTF-8 bytes, starting with `prefix`. */
@@ -179,4 +179,35 @@ describe.each(allBackends())("answers bounded by the 64 MiB message limit on $na
     });
   });
 
+  describe("ListFires (wire-contract.md section 5.5)", () => {
+    /** A fire record, in flight (no Stop), so a later RecordFire may move it to another schedule. */
+    const fire = (id: string, scheduleName: string, err = "") => fireRecord({ ID: id, ScheduleName: scheduleName, SessionID: `sess-${id}`, FiredAt: iso(T0), Err: err });
+
+    test("an answer over several pages holds every fire of the schedule once, byte for byte as recorded", async () => {
+      await save({ Name: "fires-many" }, { NextFireAt: iso(T0), Enabled: true });
+      await save({ Name: "fires-other" }, { NextFireAt: iso(T0), Enabled: true });
+      const fireIds = Array.from({ length: 300 }, (_, i) => `fire-${String(i).padStart(4, "0")}`);
+      // Few at once: every RecordFire also writes its schedule, so on Redis they race for one version.
+      await inParallel(fireIds, 4, (id) => schedules.recordFire({ fireId: id, fire: fire(id, "fires-many", "x".repeat(fireIds.indexOf(id))) }));
+      await schedules.recordFire({ fireId: "fire-other", fire: fire("fire-other", "fires-other") });
+      const listed = (await schedules.listFires({ scheduleName: "fires-many" })).fires;
+      expect(listed.map((f) => readFire(f).ID).sort()).toEqual(fireIds);
+      expect(listed.filter((f) => !sameRecord(f, fire(readFire(f).ID, "fires-many", "x".repeat(fireIds.indexOf(readFire(f).ID)))))).toEqual([]);
+    });
+
+    test("an answer past 64 MiB is RESOURCE_EXHAUSTED naming the count and the limit; the server goes on; one less fits the harness", async () => {
+      await save({ Name: "fires-big" }, { NextFireAt: iso(T0), Enabled: true });
+      const big = ["big-fire-a", "big-fire-b", "big-fire-c"];
+      for (const id of big) await schedules.recordFire({ fireId: id, fire: fire(id, "fires-big", "e".repeat(BIG_TEXT_BYTES)) });
+      await schedules.recordFire({ fireId: "small-fire", fire: fire("small-fire", "fires-big") });
+      const err = await expectCode(schedules.listFires({ scheduleName: "fires-big" }), Code.ResourceExhausted, `${HARNESS_MESSAGE_BYTES}-byte message limit`);
+      expect(err.rawMessage).toContain("the store holds 4 fires");
+      expect(err.rawMessage).toMatch(/: \d+ fires \(\d+ bytes\) were read before/);
+      expect(readFire((await schedules.loadFire({ fireId: "big-fire-a" })).fire).Err).toHaveLength(BIG_TEXT_BYTES);
+      // Moving one big record to another schedule makes the answer fit.
+      await schedules.recordFire({ fireId: "big-fire-c", fire: fire("big-fire-c", "fires-many") });
+      const listed = (await harnessSchedules.listFires({ scheduleName: "fires-big" })).fires.map((f) => readFire(f).ID);
+      expect(listed.sort()).toEqual(["big-fire-a", "big-fire-b", "small-fire"]);
+    });
+  });
 });
