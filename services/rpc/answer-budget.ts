@@ -1,4 +1,3 @@
-import { toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { delimitedFieldBytes, HARNESS_MESSAGE_BYTES } from "./message-size.js";
 
@@ -53,11 +52,6 @@ async function refusal(subject: AnswerSubject, fitted: number, used: number, nex
     `${subject.rpc}: the answer does not fit the ${limitBytes}-byte message limit: ${fitted} ${subject.noun} (${used} bytes) were read before the next one (${next} bytes) would exceed it${held}; nothing is returned`,
     Code.ResourceExhausted,
   );
-}
-
-/** Encoded size in bytes of `message` (protobuf-es `toBinary`), for {@link collectAnswer}. */
-export function messageBytes<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): number {
-  return toBinary(schema, message).byteLength;
 }
 
 /**

@@ -1,12 +1,12 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
-import { SessionStoreService, StoredSessionEntrySchema, type SaveRequest } from "../../gen/mecatl/driver/v1/session_store_pb.js";
-import { collectAnswer, messageBytes } from "../rpc/answer-budget.js";
+import { SessionStoreService, StoredSessionEntrySchema, type SaveRequest, type StoredSessionEntry } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { collectAnswer } from "../rpc/answer-budget.js";
 import { mapEntries } from "../storage/index-scan.js";
 import { invalidArgument, notFound } from "../rpc/errors.js";
 import { requireFormat, requireId, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
 import { microsToTimestamp } from "../rpc/timestamp.js";
-import { delimitedFieldBytes, HARNESS_MESSAGE_BYTES } from "../rpc/message-size.js";
+import { delimitedFieldBytes, HARNESS_MESSAGE_BYTES, timestampBytes } from "../rpc/message-size.js";
 import type { SessionStore, StoredSnapshot } from "./store.js";
 
 /** The contract string the harness requires from Capabilities (wire-contract.md section 2.4). */
@@ -29,6 +29,15 @@ function validSave(req: SaveRequest): { sessionId: string; snapshot: StoredSnaps
     throw invalidArgument("activity_state", `must be "draft", "active" or empty, got ${JSON.stringify(req.activityState)}`);
   }
   return { sessionId, snapshot: { format: snapshot.format, payload: snapshot.payload } };
+}
+
+/**
+ * Encoded size in bytes of a List entry (1 `session_id`, 2 `modified_at`),
+ * computed without encoding it, for the answer budget (issue 10).
+ */
+export function storedSessionEntryBytes(e: StoredSessionEntry): number {
+  const id = Buffer.byteLength(e.sessionId, "utf8");
+  return (id === 0 ? 0 : delimitedFieldBytes(id)) + (e.modifiedAt === undefined ? 0 : delimitedFieldBytes(timestampBytes(e.modifiedAt)));
 }
 
 /**
@@ -69,7 +78,7 @@ export function sessionStoreService(store: SessionStore): ServiceImpl<typeof Ses
     async list(_req, context) {
       const scan = store.scan();
       const entries = mapEntries(scan, (r) => create(StoredSessionEntrySchema, { sessionId: r.sessionId, modifiedAt: microsToTimestamp(r.modifiedAtMicros) }));
-      const sessions = await collectAnswer(entries, (e) => messageBytes(StoredSessionEntrySchema, e), { rpc: "List", noun: "sessions", total: () => scan.total() }, context.signal);
+      const sessions = await collectAnswer(entries, storedSessionEntryBytes, { rpc: "List", noun: "sessions", total: () => scan.total() }, context.signal);
       return { sessions };
     },
     async pageMetadata() {

@@ -3,9 +3,11 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ListSchedulesResponseSchema, ScheduleRecordSchema } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
 import { ListSessionsResponseSchema, StoredSessionEntrySchema } from "../../gen/mecatl/driver/v1/session_store_pb.js";
-import { collectAnswer, messageBytes, recordBytes } from "../../services/rpc/answer-budget.js";
+import { collectAnswer, recordBytes } from "../../services/rpc/answer-budget.js";
+import { storedSessionEntryBytes } from "../../services/session-store/service.js";
 import { batchesBySize, distinctBy, SCAN_PAGE_BYTES, SCAN_PAGE_ENTRIES, takePage } from "../../services/storage/index-scan.js";
-import { microsToTimestamp } from "../../services/rpc/timestamp.js";
+import { microsToTimestamp, nanosToTimestamp } from "../../services/rpc/timestamp.js";
+import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 
 async function* from<T>(xs: readonly T[]): AsyncGenerator<T> {
   yield* xs;
@@ -30,17 +32,22 @@ const records = [
 const sessions = [
   { sessionId: "a", modifiedAt: microsToTimestamp(1_700_000_000_123_456) },
   { sessionId: "x".repeat(16 * 1024), modifiedAt: microsToTimestamp(1_000_000) },
+  { sessionId: "é", modifiedAt: microsToTimestamp(-1) },
+  { sessionId: "zero-time", modifiedAt: microsToTimestamp(0) },
+  { sessionId: "max", modifiedAt: create(TimestampSchema, { seconds: 2n ** 63n - 1n, nanos: 999_999_999 }) },
   { sessionId: "no-time" },
 ].map((s) => create(StoredSessionEntrySchema, s));
 
 describe("answer budget (issue 10)", () => {
   test("entry sizes plus their prefixes add up to the encoded answer, byte for byte", async () => {
     for (const r of records) expect(recordBytes(r)).toBe(toBinary(ScheduleRecordSchema, r).byteLength);
+    for (const s of sessions) expect(storedSessionEntryBytes(s), s.sessionId).toBe(toBinary(StoredSessionEntrySchema, s).byteLength);
+    for (const us of [0, -1, 1, 999_999, -1_000_001, 1_700_000_000_123_456, 2 ** 60]) expect(microsToTimestamp(us), String(us)).toEqual(nanosToTimestamp(BigInt(us) * 1000n));
     const scheduleAnswer = toBinary(ListSchedulesResponseSchema, create(ListSchedulesResponseSchema, { schedules: records })).byteLength;
     const sessionAnswer = toBinary(ListSessionsResponseSchema, create(ListSessionsResponseSchema, { sessions })).byteLength;
     // An answer of exactly the limit is accepted; one byte less of limit refuses it.
     expect(await collectAnswer(from(records), recordBytes, { rpc: "ListSchedules", noun: "schedules" }, undefined, scheduleAnswer)).toEqual(records);
-    const sizeOf = (e: (typeof sessions)[number]) => messageBytes(StoredSessionEntrySchema, e);
+    const sizeOf = storedSessionEntryBytes;
     expect(await collectAnswer(from(sessions), sizeOf, { rpc: "List", noun: "sessions" }, undefined, sessionAnswer)).toEqual(sessions);
     await expect(collectAnswer(from(records), recordBytes, { rpc: "ListSchedules", noun: "schedules" }, undefined, scheduleAnswer - 1)).rejects.toMatchObject({ code: Code.ResourceExhausted });
     await expect(collectAnswer(from(sessions), sizeOf, { rpc: "List", noun: "sessions" }, undefined, sessionAnswer - 1)).rejects.toMatchObject({ code: Code.ResourceExhausted });
