@@ -5,7 +5,7 @@ import { applyMutation, dueIndexKey, dueIndexKeyAt, isDue, mutationTargets, type
 import { decodeState, encodeState, parseFire, type FireDocument, type ScheduleDocument } from "./schedule.js";
 import type { ScheduleStore, StoreReply } from "./store.js";
 import { distinctBy, indexScan, type IndexScan } from "../storage/index-scan.js";
-import { lexIndexPages, loadInBatches, scoreIndexPages } from "../storage/redis-index-page.js";
+import { lexIndexPages, loadInBatches, redisReader, scoreIndexPages, type RedisReader } from "../storage/redis-index-page.js";
 
 /** Commit attempts per mutation before answering `contended`. */
 export const MAX_COMMIT_ATTEMPTS = 64;
@@ -59,10 +59,15 @@ function sleep(ms: number): Promise<void> {
  * cluster layout would need per-slot indexes).
  */
 export class RedisScheduleStore implements ScheduleStore {
+  /** How the index scans reach Redis. */
+  private readonly reader: RedisReader;
+
   constructor(
     private readonly redis: Redis,
     private readonly keys: RedisKeys,
-  ) {}
+  ) {
+    this.reader = redisReader(redis);
+  }
 
   private async snapshot(scheduleName: string, fireId: string | undefined): Promise<Snapshot> {
     const tx = this.redis.multi().hmget(this.keys.schedule(scheduleName), ...SCHEDULE_FIELDS);
@@ -129,7 +134,7 @@ export class RedisScheduleStore implements ScheduleStore {
 
   /** Loads the schedules of one index page, a bounded batch at a time; names whose schedule is gone are skipped. */
   private loadPage(names: readonly string[]): AsyncGenerator<ScheduleDocument, void, undefined> {
-    return loadInBatches(this.redis, names, (n) => this.keys.schedule(n), "spec", (n) => this.load(n));
+    return loadInBatches(this.reader, names, (n) => this.keys.schedule(n), "spec", (n) => this.load(n));
   }
 
   /** Pages through the name index in byte order. */
@@ -138,9 +143,9 @@ export class RedisScheduleStore implements ScheduleStore {
     const self = this;
     return indexScan(
       async function* () {
-        for await (const names of lexIndexPages(self.redis, index)) yield* self.loadPage(names);
+        for await (const names of lexIndexPages(self.reader, index)) yield* self.loadPage(names);
       },
-      () => this.redis.zcard(index),
+      () => this.reader.read((r) => r.zcard(index)),
     );
   }
 
@@ -148,7 +153,7 @@ export class RedisScheduleStore implements ScheduleStore {
   scanDue(now: bigint): AsyncIterable<ScheduleDocument> {
     const self = this;
     async function* candidates() {
-      for await (const page of scoreIndexPages(self.redis, self.keys.scheduleDueIndex(), Number(dueIndexKeyAt(now)))) {
+      for await (const page of scoreIndexPages(self.reader, self.keys.scheduleDueIndex(), Number(dueIndexKeyAt(now)))) {
         for await (const s of self.loadPage(page.map((e) => e.member))) if (isDue(s, now)) yield s;
       }
     }
@@ -161,19 +166,19 @@ export class RedisScheduleStore implements ScheduleStore {
 
   /** Pages through the schedule's fire-id index in byte order. */
   async scanFires(scheduleName: string): Promise<IndexScan<string> | undefined> {
-    if ((await this.redis.hexists(this.keys.schedule(scheduleName), "spec")) !== 1) return undefined;
+    if ((await this.reader.read((r) => r.hexists(this.keys.schedule(scheduleName), "spec"))) !== 1) return undefined;
     const index = this.keys.scheduleFires(scheduleName);
     const self = this;
     return indexScan(
       async function* () {
-        for await (const ids of lexIndexPages(self.redis, index)) {
-          for await (const text of loadInBatches(self.redis, ids, (id) => self.keys.scheduleFire(id), "payload", (id) => self.loadFire(id))) {
+        for await (const ids of lexIndexPages(self.reader, index)) {
+          for await (const text of loadInBatches(self.reader, ids, (id) => self.keys.scheduleFire(id), "payload", (id) => self.loadFire(id))) {
             // A record can move to another schedule between the index read and the load; keep only this schedule's.
             if (parseFire(text).scheduleName === scheduleName) yield text;
           }
         }
       },
-      () => this.redis.zcard(index),
+      () => this.reader.read((r) => r.zcard(index)),
     );
   }
 }

@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
 import { distinctBy, indexScan, type IndexScan } from "../storage/index-scan.js";
-import { scoreIndexPages, type ScoredMember } from "../storage/redis-index-page.js";
+import { redisReader, scoreIndexPages, type ScoredMember } from "../storage/redis-index-page.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { runScript, redisScript } from "../storage/redis-script.js";
 import type { SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
@@ -78,9 +78,10 @@ export class RedisSessionStore implements SessionStore {
   /** Pages through the session index in (save time, id) order; a session re-saved during the scan is kept at its first sighting. */
   scan(): IndexScan<StoredSessionInfo> {
     const index = this.keys.sessionIndex();
+    const reader = redisReader(this.redis);
     return indexScan(
-      () => distinctBy(sessionsOf(scoreIndexPages(this.redis, index)), (s) => s.sessionId),
-      () => this.redis.zcard(index),
+      () => distinctBy(sessionsOf(scoreIndexPages(reader, index)), (s) => s.sessionId),
+      () => reader.read((r) => r.zcard(index)),
     );
   }
 

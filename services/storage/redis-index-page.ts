@@ -1,6 +1,24 @@
 import type { Redis } from "ioredis";
 import { batchesBySize, keysetPages, SCAN_PAGE_BYTES, SCAN_PAGE_ENTRIES, type Page } from "./index-scan.js";
-import { redisScript, runScript } from "./redis-script.js";
+import { redisScript, runScript, type RedisScript } from "./redis-script.js";
+
+/**
+ * How the index readers reach Redis: one read request, or one read-only
+ * script. {@link redisReader} sends each once on a client; a store whose
+ * reads are bounded and retried can pass its own implementation instead.
+ */
+export interface RedisReader {
+  read<T>(request: (redis: Redis) => Promise<T>): Promise<T>;
+  readScript(script: RedisScript, keys: string[], args: Array<string | number>): Promise<unknown>;
+}
+
+/** A {@link RedisReader} that sends each request once on `redis`. */
+export function redisReader(redis: Redis): RedisReader {
+  return {
+    read: (request) => request(redis),
+    readScript: (script, keys, args) => runScript(redis, script, keys, args),
+  };
+}
 
 /**
  * One page of a sorted set in (score, member) order, strictly after a
@@ -48,9 +66,9 @@ export interface ScoredMember {
  * An entry whose score grows during the scan (a rewrite) can be read twice;
  * callers drop repeats (index-scan.ts `distinctBy`).
  */
-export function scoreIndexPages(redis: Redis, key: string, maxScore = Infinity): AsyncGenerator<ScoredMember[], void, undefined> {
+export function scoreIndexPages(redis: RedisReader, key: string, maxScore = Infinity): AsyncGenerator<ScoredMember[], void, undefined> {
   return keysetPages(async (after: ScoredMember | undefined): Promise<Page<ScoredMember, ScoredMember>> => {
-    const flat = (await runScript(redis, SCORE_INDEX_PAGE, [key], [after?.score ?? "-inf", after?.member ?? "", SCAN_PAGE_ENTRIES])) as string[];
+    const flat = (await redis.readScript(SCORE_INDEX_PAGE, [key], [after?.score ?? "-inf", after?.member ?? "", SCAN_PAGE_ENTRIES])) as string[];
     const entries: ScoredMember[] = [];
     for (let i = 0; i + 1 < flat.length; i += 2) {
       if (Number(flat[i + 1]) > maxScore) return { entries, next: undefined };
@@ -65,9 +83,9 @@ export function scoreIndexPages(redis: Redis, key: string, maxScore = Infinity):
  * order (`ZRANGE BYLEX`), yielding pages of up to {@link SCAN_PAGE_ENTRIES}.
  * Each member present for the whole scan is read exactly once.
  */
-export function lexIndexPages(redis: Redis, key: string): AsyncGenerator<string[], void, undefined> {
+export function lexIndexPages(redis: RedisReader, key: string): AsyncGenerator<string[], void, undefined> {
   return keysetPages(async (after: string | undefined): Promise<Page<string, string>> => {
-    const members = await redis.zrange(key, after === undefined ? "-" : `(${after}`, "+", "BYLEX", "LIMIT", 0, SCAN_PAGE_ENTRIES);
+    const members = await redis.read((r) => r.zrange(key, after === undefined ? "-" : `(${after}`, "+", "BYLEX", "LIMIT", 0, SCAN_PAGE_ENTRIES));
     return { entries: members, next: members.length === SCAN_PAGE_ENTRIES ? members.at(-1) : undefined };
   });
 }
@@ -82,8 +100,8 @@ export function lexIndexPages(redis: Redis, key: string): AsyncGenerator<string[
  * @param ids the page's members, in index order; records are yielded in the same order.
  * @param keyOf the hash holding the record of an id.
  */
-export async function* loadInBatches<T>(redis: Redis, ids: readonly string[], keyOf: (id: string) => string, sizeField: string, load: (id: string) => Promise<T | undefined>): AsyncGenerator<T, void, undefined> {
-  const sizes = await Promise.all(ids.map((id) => redis.hstrlen(keyOf(id), sizeField)));
+export async function* loadInBatches<T>(redis: RedisReader, ids: readonly string[], keyOf: (id: string) => string, sizeField: string, load: (id: string) => Promise<T | undefined>): AsyncGenerator<T, void, undefined> {
+  const sizes = await redis.read((r) => Promise.all(ids.map((id) => r.hstrlen(keyOf(id), sizeField))));
   for (const batch of batchesBySize(ids, sizes)) {
     for (const record of await Promise.all(batch.map(load))) if (record !== undefined) yield record;
   }
