@@ -111,8 +111,8 @@ describe.each(allBackends())("answers bounded by the 64 MiB message limit on $na
   });
 
   const save = (spec: SpecInit, st: Partial<State> = {}) => schedules.saveSchedule({ name: spec.Name, schedule: scheduleRecord(spec, st) });
-  const names = (records: Array<{ format: string; payload: Uint8Array }>) => records.map((r) => String(readSchedule(r).spec.Name));
   type WireRecord = { format: string; payload: Uint8Array };
+  const names = (records: WireRecord[]) => records.map((r) => String(readSchedule(r).spec.Name));
   /** True when two records are byte for byte the same (vitest's deep equality walks a typed array key by key: slow, and protobuf messages carry a `$typeName`). */
   const sameRecord = (a: WireRecord | undefined, b: WireRecord | undefined) => a?.format === b?.format && a !== undefined && b !== undefined && Buffer.from(a.payload).equals(b.payload);
   /** Expects each answer to hold the schedules of `expected[i]`, each once, byte for byte as LoadSchedule returns it. */
@@ -127,7 +127,7 @@ describe.each(allBackends())("answers bounded by the 64 MiB message limit on $na
 
   describe("ListSchedules and DueSchedules (wire-contract.md section 5.5)", () => {
     const ids = Array.from({ length: 440 }, (_, i) => `page-${String(i).padStart(4, "0")}`);
-    /** Every 4th schedule is not due at T0: a later fire, disabled, or out of fires. */
+    /** Three schedules in eight are not due at T0: a later fire, disabled, or out of fires. */
     const kind = (i: number) => ["due", "due", "due", "later", "due", "disabled", "due", "spent"][i % 8]!;
     const dueIds = ids.filter((_, i) => kind(i) === "due");
 
