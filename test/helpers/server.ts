@@ -10,12 +10,15 @@ function projectRoot(): string {
   return dir;
 }
 
+/** The project's root directory (where package.json is), from source or from `dist/`. */
+export const PROJECT_ROOT = projectRoot();
+
 /**
  * Path of the built executable the tests and benchmarks run (`npm test`
  * builds first). Found from the project root, so this helper works both from
  * `test/helpers` (vitest) and from `dist/test/helpers` (benchmarks).
  */
-export const MAIN = join(projectRoot(), "dist/services/server/main.js");
+export const MAIN = join(PROJECT_ROOT, "dist/services/server/main.js");
 
 /** A `mecatl-drivers serve` process started by a test. */
 export interface ServerProcess {
