@@ -78,7 +78,7 @@ async function main() {
     const servers = await Promise.all(
       builds.map((b, i) =>
         startServer(
-          ["all", "--store", backend === "sqlite" ? `sqlite:${join(dir, `driver-${i}.sqlite`)}` : redis!.url, "--redis-key-prefix", `bench-${i}:`, "--lease-ttl", "1h", "--log-level", "warn"],
+          ["all", ...(backend === "sqlite" ? ["--store", `sqlite:${join(dir, `driver-${i}.sqlite`)}`] : ["--store", redis!.url, "--redis-key-prefix", `bench-${i}:`]), "--lease-ttl", "1h", "--log-level", "warn"],
           { main: b.main },
         ),
       ),

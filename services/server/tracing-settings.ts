@@ -2,10 +2,12 @@ import { StartupError } from "../storage/redis-connection.js";
 
 /** OTLP transports `OTEL_EXPORTER_OTLP_PROTOCOL` may name. */
 export const OTLP_PROTOCOLS = ["http/protobuf", "http/json", "grpc"] as const;
+/** One of {@link OTLP_PROTOCOLS}. */
 export type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
 
 /** Exporters `OTEL_TRACES_EXPORTER` may name (`none`, also accepted, means none of them). */
 export const TRACE_EXPORTERS = ["otlp", "console"] as const;
+/** One of {@link TRACE_EXPORTERS}. */
 export type TraceExporterName = (typeof TRACE_EXPORTERS)[number];
 
 /** Samplers `OTEL_TRACES_SAMPLER` may name (the OpenTelemetry SDK's built-in ones). */
@@ -81,7 +83,8 @@ export function tracingSettings(env: NodeJS.ProcessEnv): TracingSettings | undef
 
   const protocolVar = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ? "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" : "OTEL_EXPORTER_OTLP_PROTOCOL";
   const protocol = oneOf(protocolVar, env[protocolVar]?.trim() || "http/protobuf", OTLP_PROTOCOLS);
-  const sampler = oneOf("OTEL_TRACES_SAMPLER", env.OTEL_TRACES_SAMPLER?.trim().toLowerCase() || "parentbased_always_on", TRACE_SAMPLERS);
+  // Checked as the SDK reads it (exact, lower case), so that nothing it would reject passes here.
+  const sampler = oneOf("OTEL_TRACES_SAMPLER", env.OTEL_TRACES_SAMPLER?.trim() || "parentbased_always_on", TRACE_SAMPLERS);
   const ratio = env.OTEL_TRACES_SAMPLER_ARG?.trim();
   if (sampler.endsWith("traceidratio") && ratio) {
     const r = Number(ratio);

@@ -11,8 +11,9 @@ import { ATTR, tracer, tracingEnabled } from "./tracer.js";
  * StoreFailure kind, or the error's class name). Arguments and results are
  * never recorded: they hold raw ids and payloads.
  *
- * Calls made outside any span (background work such as the event-log change
- * feed) run untraced. Properties that are not functions (say an event-log
+ * Calls made outside a recording span (background work such as the
+ * event-log change feed, a call the sampler left out, or work that outlived
+ * its call) run untraced. Properties that are not functions (say an event-log
  * store's `feed`) pass through unchanged, and methods run with the original
  * object as `this`.
  *
@@ -39,7 +40,7 @@ function tracedMethod(target: object, method: (...args: unknown[]) => unknown, n
   const attributes = { [ATTR.backend]: backend, [ATTR.dbSystem]: backend, [ATTR.dbOperation]: operation };
   return (...args: unknown[]): unknown => {
     const parent = context.active();
-    if (trace.getSpan(parent) === undefined) return method.apply(target, args);
+    if (trace.getSpan(parent)?.isRecording() !== true) return method.apply(target, args);
     const span = tracer().startSpan(name, { kind: SpanKind.INTERNAL, attributes }, parent);
     let result: unknown;
     try {
