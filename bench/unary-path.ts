@@ -13,7 +13,9 @@
  * Run: npm run build && node dist/bench/unary-path.js [calls-per-case] [backends] [baseline-main.js]
  *   calls-per-case default 20000; backends default sqlite,redis; with a
  *   baseline (another build's dist/services/server/main.js) both builds are
- *   measured in the same interleaved slices as the floor.
+ *   measured in the same interleaved slices as the floor. The servers inherit
+ *   the environment: with `OTEL_EXPORTER_OTLP_ENDPOINT` set, this build runs
+ *   with tracing on (README.md "Tracing"; figures in bench/RESULTS.md).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir, loadavg } from "node:os";

@@ -43,7 +43,8 @@ export async function startTracing(settings: TracingSettings, logger: Logger): P
   const provider = new NodeTracerProvider({ resource, spanProcessors: exporters.map((exporter) => new BatchSpanProcessor(exporter)) });
   provider.register({ propagator: settings.traceContext ? new W3CTraceContextPropagator() : null });
   enableTracing();
-  logger.info({ exporters: settings.exporters, protocol: settings.protocol, endpoint: settings.endpoint, sampler: settings.sampler }, "tracing on");
+  const otlp = settings.exporters.includes("otlp");
+  logger.info({ exporters: settings.exporters, protocol: otlp ? settings.protocol : undefined, endpoint: otlp ? settings.endpoint : undefined, sampler: settings.sampler }, "tracing on");
   return {
     async shutdown(timeoutMs) {
       let timer: NodeJS.Timeout | undefined;
