@@ -91,25 +91,24 @@ export function traceMethod(service: DescService, method: DescMethod, fn: Handle
       const active = begin(request, ctx);
       const span = trace.getSpan(active)!;
       const steps = context.with(active, () => (fn(request, ctx) as AsyncIterable<unknown>)[Symbol.asyncIterator]());
-      let done = false;
+      // "exhausted": the method's stream ended by itself; "thrown": it failed; else the transport closed it early.
+      let outcome: "open" | "exhausted" | "thrown" = "open";
       try {
         for (;;) {
           const step = await context.with(active, () => steps.next());
           if (step.done === true) break;
           yield step.value;
         }
-        done = true;
-        end(span, undefined);
+        outcome = "exhausted";
       } catch (err) {
-        done = true;
+        outcome = "thrown";
         end(span, err);
         throw err;
       } finally {
-        if (!done) {
-          // Closed early by the transport (client gone, shutdown): let the method finish its own bookkeeping.
-          await context.with(active, async () => steps.return?.()).catch(() => undefined);
-          end(span, ctx.signal.aborted ? ctx.signal.reason : undefined);
-        }
+        // Closed early by the transport (client gone, shutdown): let the method finish its own bookkeeping.
+        if (outcome === "open") await context.with(active, async () => steps.return?.()).catch(() => undefined);
+        // As instrument.ts counts it: a stream that ended after its signal aborted ends with the abort's code.
+        if (outcome !== "thrown") end(span, ctx.signal.aborted ? ctx.signal.reason : undefined);
       }
     };
   }

@@ -17,6 +17,8 @@ import { startServer, runServeExpectingFailure } from "../helpers/server.js";
 import { rawGrpcClient, rawUnary, callWithBytes } from "../helpers/raw-grpc.js";
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../helpers/otlp-receiver.js";
 import { scheduleRecord } from "../helpers/schedules.js";
+import { rpcsInFlight } from "../helpers/metrics.js";
+import { waitFor } from "../helpers/wait.js";
 
 const SERVER = 2;
 /** The hash the README documents: first 16 hex characters of SHA-256 over the id's UTF-8 bytes (computed here independently). */
@@ -64,7 +66,7 @@ describe.each(allBackends())("tracing on $name", (backend) => {
   beforeAll(async () => {
     receiver = await startOtlpReceiver();
     const { store } = await backend.setup();
-    const server = await startServer(["--store", store, "--connect-listen", "127.0.0.1:0"], { env: otelEnv(receiver) });
+    const server = await startServer(["--store", store, "--connect-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"], { env: otelEnv(receiver) });
     const sessions = rawGrpcClient(SessionStoreService, server.address);
     const log = rawGrpcClient(EventLogService, server.address);
     const leases = rawGrpcClient(SessionLeaseService, server.address);
@@ -89,6 +91,16 @@ describe.each(allBackends())("tracing on $name", (backend) => {
       callWithBytes(log, "/mecatl.driver.v1.EventLogService/ReadAfter", toBinary(ReadAfterRequestSchema, create(ReadAfterRequestSchema, { sessionId: appendIds[0]!, cursor: "" })), { streaming: true }),
     );
     expect(read.code).toBe(grpc.status.OK);
+    const followed = await call(
+      "mecatl.driver.v1.EventLogService/ReadAfter",
+      callWithBytes(log, "/mecatl.driver.v1.EventLogService/ReadAfter", toBinary(ReadAfterRequestSchema, create(ReadAfterRequestSchema, { sessionId: appendIds[1]!, cursor: "", follow: true })), {
+        streaming: true,
+        endAfter: (m) => m.length >= 1,
+      }),
+    );
+    expect(followed.cancelledByClient).toBe(true);
+    // The server has seen the cancellation (and ended the span) once the call is no longer in flight.
+    await waitFor(async () => (await rpcsInFlight(server.metricsAddress!, "ReadAfter")) === 0, 10_000, "the cancelled follow to end on the server");
     const { lease } = await call("mecatl.driver.v1.SessionLeaseService/Acquire", rawUnary(leases, SessionLeaseService.method.acquire, { sessionId, owner }));
     await call("mecatl.driver.v1.SessionLeaseService/Renew", rawUnary(leases, SessionLeaseService.method.renew, { lease }));
     await call("mecatl.driver.v1.ScheduleStoreService/SaveSchedule", rawUnary(schedules, ScheduleStoreService.method.saveSchedule, { name: scheduleName, schedule: scheduleRecord({ Name: scheduleName }) }));
@@ -125,7 +137,11 @@ describe.each(allBackends())("tracing on $name", (backend) => {
     const invalid = serverSpan("Save", (s) => s.attributes["rpc.grpc.status_code"] !== 0);
     expect(invalid.attributes["rpc.grpc.status_code"]).toBe(grpc.status.INVALID_ARGUMENT);
     expect(childrenOf(invalid)).toEqual([]); // rejected before the store
-    expect(serverSpan("ReadAfter").attributes["rpc.grpc.status_code"]).toBe(0);
+    expect(serverSpan("ReadAfter", (s) => s.attributes["rpc.grpc.status_code"] === 0).attributes["mecatl.session.id_hash"]).toBe(hashed(appendIds[0]!));
+    // A follow stream's span lasts until the client cancels it.
+    const follow = serverSpan("ReadAfter", (s) => s.attributes["rpc.grpc.status_code"] !== 0);
+    expect(follow.attributes["rpc.grpc.status_code"]).toBe(grpc.status.CANCELLED);
+    expect(follow.attributes["mecatl.session.id_hash"]).toBe(hashed(appendIds[1]!));
     const fromConnect = servers().filter((s) => s.attributes["rpc.system"] === "connect_rpc");
     expect(fromConnect.map((s) => s.name)).toEqual(["mecatl.driver.v1.SessionStoreService/Load"]);
     expect(servers().filter((s) => s.attributes["rpc.system"] === "grpc")).toHaveLength(calls.length - 1);
@@ -160,7 +176,8 @@ describe.each(allBackends())("tracing on $name", (backend) => {
       ["Load", (s) => s.attributes["rpc.system"] === "connect_rpc", "SessionStore.load"],
       ["Acquire", () => true, "SessionLeaseStore.acquire"],
       ["SaveSchedule", () => true, "ScheduleStore.mutate"],
-      ["ReadAfter", () => true, "EventLogStore.readPage"],
+      ["ReadAfter", (s) => s.attributes["rpc.grpc.status_code"] === 0, "EventLogStore.readPage"],
+      ["ReadAfter", (s) => s.attributes["rpc.grpc.status_code"] !== 0, "EventLogStore.readPage"],
     ];
     for (const [method, pred, storeSpan] of expected) {
       const stores = childrenOf(serverSpan(method, pred)).filter((c) => c.name.includes("Store."));
