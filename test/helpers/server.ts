@@ -121,13 +121,14 @@ export async function waitForLog(server: ServerProcess, msg: string, options: { 
 }
 
 /**
- * Runs `mecatl-drivers serve ...args` expecting it to fail at start.
+ * Runs `mecatl-drivers serve ...args` expecting it to fail at start, with
+ * `env` added to this process's environment.
  *
  * @returns the exit code and everything written to stderr.
  */
-export function runServeExpectingFailure(args: string[], timeoutMs = 15_000): Promise<{ code: number | null; stderr: string }> {
+export function runServeExpectingFailure(args: string[], timeoutMs = 15_000, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolveRun, reject) => {
-    const proc = spawn(process.execPath, [MAIN, "serve", ...args], { stdio: ["ignore", "ignore", "pipe"] });
+    const proc = spawn(process.execPath, [MAIN, "serve", ...args], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ...env } });
     let stderr = "";
     proc.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr += c));
     const timer = setTimeout(() => {
