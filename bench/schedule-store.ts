@@ -61,6 +61,13 @@ async function runBatch(ops: Array<() => Promise<unknown>>, inFlight: number) {
   return { latencies, seconds: Number(process.hrtime.bigint() - start) / 1e9, ok };
 }
 
+/** Every entry of a store scan. */
+async function drain<T>(entries: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const e of entries) out.push(e);
+  return out;
+}
+
 function shuffle<T>(xs: T[]): T[] {
   for (let i = xs.length - 1; i > 0; i--) {
     const j = Math.floor(Math.random() * (i + 1));
@@ -120,11 +127,11 @@ async function bench(backend: string, store: string) {
 
   const local = await openBackend({ store, redis: { durability: "strict" } });
   const inProcess: ScheduleStore = openScheduleStore(local);
-  report({ backend, what: "Due in-process, no RPC (1 in flight)", r: await measure(() => inProcess.due(BigInt(T0) * NS), 1, seconds * 1000) });
+  report({ backend, what: "Due in-process, no RPC (1 in flight)", r: await measure(() => drain(inProcess.scanDue(BigInt(T0) * NS)), 1, seconds * 1000) });
   report({
     backend,
     what: "full scan in-process: List + due filter",
-    r: await measure(async () => (await inProcess.list()).filter((s) => isDue(s, BigInt(T0) * NS)), 1, seconds * 1000, 0),
+    r: await measure(async () => (await drain(inProcess.scan())).filter((s) => isDue(s, BigInt(T0) * NS)), 1, seconds * 1000, 0),
   });
 
   await claimRounds(backend, "ClaimSchedule via gRPC, 4 racers/slot", "grpc", save, (name, now) =>

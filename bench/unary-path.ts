@@ -13,7 +13,9 @@
  * Run: npm run build && node dist/bench/unary-path.js [calls-per-case] [backends] [baseline-main.js]
  *   calls-per-case default 20000; backends default sqlite,redis; with a
  *   baseline (another build's dist/services/server/main.js) both builds are
- *   measured in the same interleaved slices as the floor.
+ *   measured in the same interleaved slices as the floor. The servers inherit
+ *   the environment: with `OTEL_EXPORTER_OTLP_ENDPOINT` set, this build runs
+ *   with tracing on (README.md "Tracing"; figures in bench/RESULTS.md).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir, loadavg } from "node:os";
@@ -78,7 +80,7 @@ async function main() {
     const servers = await Promise.all(
       builds.map((b, i) =>
         startServer(
-          ["all", "--store", backend === "sqlite" ? `sqlite:${join(dir, `driver-${i}.sqlite`)}` : redis!.url, "--redis-key-prefix", `bench-${i}:`, "--lease-ttl", "1h", "--log-level", "warn"],
+          ["all", ...(backend === "sqlite" ? ["--store", `sqlite:${join(dir, `driver-${i}.sqlite`)}`] : ["--store", redis!.url, "--redis-key-prefix", `bench-${i}:`]), "--lease-ttl", "1h", "--log-level", "warn"],
           { main: b.main },
         ),
       ),

@@ -3,13 +3,16 @@ import { FollowHub, type FollowerGauges, type FollowLimits } from "./follow-hub.
 import { RedisEventLogStore } from "./redis.js";
 import { SqliteEventLogStore } from "./sqlite.js";
 import type { EventLogStore } from "./store.js";
+import { traceStore } from "../tracing/traced-store.js";
 
 /**
  * Picks the EventLogStore implementation for the process's backend and
  * builds the process's one follow hub over it, moving `gauges` (open and
- * parked followers) when given.
+ * parked followers) when given (the store is traced when tracing is on:
+ * tracing/traced-store.ts).
  */
 export function openEventLog(backend: Backend, limits: FollowLimits, gauges?: FollowerGauges): { store: EventLogStore; hub: FollowHub } {
-  const store = backend.kind === "sqlite" ? new SqliteEventLogStore(backend.db) : new RedisEventLogStore(backend.redis, backend.keys, backend.storeTimeoutMs);
+  const opened = backend.kind === "sqlite" ? new SqliteEventLogStore(backend.db) : new RedisEventLogStore(backend.redis, backend.keys, backend.storeTimeoutMs);
+  const store = traceStore<EventLogStore>(opened, "EventLogStore", backend.kind);
   return { store, hub: new FollowHub(store, limits, gauges) };
 }

@@ -27,9 +27,12 @@ export function nanosToTimestamp(nanos: bigint): Timestamp {
   return create(TimestampSchema, { seconds, nanos: Number(rest) });
 }
 
-/** Converts whole microseconds since the epoch to a protobuf Timestamp. */
+/** Converts whole microseconds since the epoch to a protobuf Timestamp (number arithmetic while exact: List builds one per entry). */
 export function microsToTimestamp(us: number): Timestamp {
-  return nanosToTimestamp(BigInt(Math.trunc(us)) * 1000n);
+  const whole = Math.trunc(us);
+  if (!Number.isSafeInteger(whole)) return nanosToTimestamp(BigInt(whole) * 1000n);
+  const seconds = Math.floor(whole / 1_000_000);
+  return create(TimestampSchema, { seconds: BigInt(seconds), nanos: (whole - seconds * 1_000_000) * 1000 });
 }
 
 /** Converts whole milliseconds since the epoch to a protobuf Timestamp. */

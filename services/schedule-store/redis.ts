@@ -6,6 +6,8 @@ import { CommitPlan } from "./redis-commit.js";
 import { applyMutation, dueIndexKey, dueIndexKeyAt, isDue, mutationTargets, type MutationReply, type RuleError, type ScheduleMutation } from "./rules.js";
 import { decodeState, encodeState, parseFire, type FireDocument, type ScheduleDocument } from "./schedule.js";
 import type { ScheduleStore, StoreReply } from "./store.js";
+import { distinctBy, indexScan, type IndexScan } from "../storage/index-scan.js";
+import { lexIndexPages, loadInBatches, scoreIndexPages } from "../storage/redis-index-page.js";
 
 /** Commit attempts per mutation before answering `contended`. */
 export const MAX_COMMIT_ATTEMPTS = 64;
@@ -75,10 +77,12 @@ function sleep(ms: number): Promise<void> {
 /**
  * ScheduleStore on Redis. Layout (keys in redis-keys.ts): a hash per
  * schedule (`spec` verbatim, `owned`, `max_fires`, `state`, `ver`), a hash
- * per fire record (`payload`, `ver`), a set of fire ids per schedule
- * (ListFires index), a set of all names (List index) and a sorted set of the
- * schedules that can be due scored by NextFireAt in milliseconds (Due index;
- * candidates are re-checked to the nanosecond).
+ * per fire record (`payload`, `ver`), a sorted set of fire ids per schedule
+ * (ListFires index) and one of all names (List index), both with every score
+ * 0 so they page in byte order, and a sorted set of the schedules that can be
+ * due scored by NextFireAt in milliseconds (Due index; candidates are
+ * re-checked to the nanosecond). Every index is read a page at a time
+ * (issue 10).
  *
  * Atomicity is optimistic compare-and-set, because the rules are TypeScript
  * and cannot run inside Redis: read the schedule and fire hashes with their
@@ -137,12 +141,12 @@ export class RedisScheduleStore implements ScheduleStore {
     const key = this.keys.schedule(name);
     if (s === null) {
       for (const f of ["spec", "owned", "max_fires", "state"]) plan.write("HDEL", key, f);
-      plan.write("SREM", this.keys.scheduleIndex(), name);
+      plan.write("ZREM", this.keys.scheduleIndex(), name);
       plan.write("ZREM", this.keys.scheduleDueIndex(), name);
     } else {
       plan.write("HSET", key, "spec", s.specText).write("HSET", key, "owned", s.placementOwned ? "1" : "0");
       plan.write("HSET", key, "max_fires", s.maxFires.toString()).write("HSET", key, "state", encodeState(s.state));
-      plan.write("SADD", this.keys.scheduleIndex(), name);
+      plan.write("ZADD", this.keys.scheduleIndex(), "0", name);
       const due = dueIndexKey(s);
       if (due === undefined) plan.write("ZREM", this.keys.scheduleDueIndex(), name);
       else plan.write("ZADD", this.keys.scheduleDueIndex(), due.toString(), name);
@@ -154,8 +158,8 @@ export class RedisScheduleStore implements ScheduleStore {
   private planFire(plan: CommitPlan, f: FireDocument, previous: FireDocument | undefined): void {
     const key = this.keys.scheduleFire(f.id);
     plan.write("HSET", key, "payload", f.text).write("HINCRBY", key, "ver", "1");
-    plan.write("SADD", this.keys.scheduleFires(f.scheduleName), f.id);
-    if (previous !== undefined && previous.scheduleName !== f.scheduleName) plan.write("SREM", this.keys.scheduleFires(previous.scheduleName), f.id);
+    plan.write("ZADD", this.keys.scheduleFires(f.scheduleName), "0", f.id);
+    if (previous !== undefined && previous.scheduleName !== f.scheduleName) plan.write("ZREM", this.keys.scheduleFires(previous.scheduleName), f.id);
   }
 
   async mutate(m: ScheduleMutation): Promise<StoreReply> {
@@ -183,30 +187,53 @@ export class RedisScheduleStore implements ScheduleStore {
     return toDocument(name, await this.ops.read((r) => r.hmget(this.keys.schedule(name), ...SCHEDULE_FIELDS)));
   }
 
-  private async loadMany(names: string[]): Promise<ScheduleDocument[]> {
-    const docs = await Promise.all(names.map((n) => this.load(n)));
-    return docs.filter((d): d is ScheduleDocument => d !== undefined);
+  /** Loads the schedules of one index page, a bounded batch at a time; names whose schedule is gone are skipped. */
+  private loadPage(names: readonly string[]): AsyncGenerator<ScheduleDocument, void, undefined> {
+    return loadInBatches(this.ops, names, (n) => this.keys.schedule(n), "spec", (n) => this.load(n));
   }
 
-  async list(): Promise<ScheduleDocument[]> {
-    return this.loadMany(await this.ops.read((r) => r.smembers(this.keys.scheduleIndex())));
+  /** Pages through the name index in byte order. */
+  scan(): IndexScan<ScheduleDocument> {
+    const index = this.keys.scheduleIndex();
+    const self = this;
+    return indexScan(
+      async function* () {
+        for await (const names of lexIndexPages(self.ops, index)) yield* self.loadPage(names);
+      },
+      () => this.ops.read((r) => r.zcard(index)),
+    );
   }
 
-  async due(now: bigint): Promise<ScheduleDocument[]> {
-    const names = await this.ops.read((r) => r.zrangebyscore(this.keys.scheduleDueIndex(), "-inf", dueIndexKeyAt(now).toString()));
-    return (await this.loadMany(names)).filter((s) => isDue(s, now));
+  /** Pages through the Due index in (NextFireAt ms, name) order up to `now`; a schedule claimed ahead of the scan with a fire still due is kept at its first sighting. */
+  scanDue(now: bigint): AsyncIterable<ScheduleDocument> {
+    const self = this;
+    async function* candidates() {
+      for await (const page of scoreIndexPages(self.ops, self.keys.scheduleDueIndex(), Number(dueIndexKeyAt(now)))) {
+        for await (const s of self.loadPage(page.map((e) => e.member))) if (isDue(s, now)) yield s;
+      }
+    }
+    return distinctBy(candidates(), (s) => s.name);
   }
 
   async loadFire(fireId: string): Promise<string | undefined> {
     return (await this.ops.read((r) => r.hget(this.keys.scheduleFire(fireId), "payload"))) ?? undefined;
   }
 
-  async listFires(scheduleName: string): Promise<string[] | undefined> {
-    const results = (await this.ops.read((r) => r.multi().hexists(this.keys.schedule(scheduleName), "spec").smembers(this.keys.scheduleFires(scheduleName)).exec())) ?? [];
-    for (const [err] of results) if (err) throw err;
-    if (results[0]?.[1] !== 1) return undefined;
-    // A record can move to another schedule between the two reads; keep only this schedule's.
-    const payloads = await Promise.all((results[1]![1] as string[]).map((id) => this.loadFire(id)));
-    return payloads.filter((p): p is string => p !== undefined && parseFire(p).scheduleName === scheduleName);
+  /** Pages through the schedule's fire-id index in byte order. */
+  async scanFires(scheduleName: string): Promise<IndexScan<string> | undefined> {
+    if ((await this.ops.read((r) => r.hexists(this.keys.schedule(scheduleName), "spec"))) !== 1) return undefined;
+    const index = this.keys.scheduleFires(scheduleName);
+    const self = this;
+    return indexScan(
+      async function* () {
+        for await (const ids of lexIndexPages(self.ops, index)) {
+          for await (const text of loadInBatches(self.ops, ids, (id) => self.keys.scheduleFire(id), "payload", (id) => self.loadFire(id))) {
+            // A record can move to another schedule between the index read and the load; keep only this schedule's.
+            if (parseFire(text).scheduleName === scheduleName) yield text;
+          }
+        }
+      },
+      () => this.ops.read((r) => r.zcard(index)),
+    );
   }
 }

@@ -5,7 +5,9 @@ import {
   type ClaimScheduleNowRequest,
   type ClaimScheduleRequest,
 } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
+import { collectAnswer, recordBytes } from "../rpc/answer-budget.js";
 import { notFound } from "../rpc/errors.js";
+import { mapEntries } from "../storage/index-scan.js";
 import { optionalTime, requireTime, validFireRecord, validScheduleRecord } from "./requests.js";
 import { requireId } from "../rpc/validate.js";
 import { formatRfc3339 } from "../json/rfc3339.js";
@@ -89,6 +91,10 @@ function claim(store: ScheduleStore, req: ClaimScheduleRequest | ClaimScheduleNo
  * - RESOURCE_EXHAUSTED: ReArmOneShot when OneShotRetryCount is 2^63 - 1
  *   (a claim when FireCount is 2^63 - 1 is NOT_FOUND: out of fires).
  * - UNAVAILABLE: Redis commit contention persisted (nothing written).
+ * - RESOURCE_EXHAUSTED: the answer of ListSchedules, DueSchedules or
+ *   ListFires would exceed the harness's 64 MiB message limit; the message
+ *   names the count and the limit (issue 10). These read their index in
+ *   bounded pages and stop at the limit.
  */
 export function scheduleStoreService(store: ScheduleStore): ServiceImpl<typeof ScheduleStoreService> {
   return {
@@ -108,12 +114,13 @@ export function scheduleStoreService(store: ScheduleStore): ServiceImpl<typeof S
       await run(store, { kind: "delete", name }, name);
       return {};
     },
-    async listSchedules() {
-      return { schedules: (await store.list()).map(toRecord) };
+    async listSchedules(_req, context) {
+      const scan = store.scan();
+      return { schedules: await collectAnswer(mapEntries(scan, toRecord), recordBytes, { rpc: "ListSchedules", noun: "schedules", total: () => scan.total() }, context.signal) };
     },
-    async dueSchedules(req) {
+    async dueSchedules(req, context) {
       const now = requireTime("now", req.now);
-      return { schedules: (await store.due(now)).map(toRecord) };
+      return { schedules: await collectAnswer(mapEntries(store.scanDue(now), toRecord), recordBytes, { rpc: "DueSchedules", noun: "due schedules" }, context.signal) };
     },
     claimSchedule: (req) => claim(store, req, true),
     claimScheduleNow: (req) => claim(store, req, false),
@@ -158,11 +165,11 @@ export function scheduleStoreService(store: ScheduleStore): ServiceImpl<typeof S
       if (text === undefined) throw notFound(`fire ${q(fireId)} not found`);
       return { fire: toFireRecord(text) };
     },
-    async listFires(req) {
+    async listFires(req, context) {
       const name = requireId("schedule_name", req.scheduleName);
-      const texts = await store.listFires(name);
-      if (texts === undefined) throw notFound(`schedule ${q(name)} not found`);
-      return { fires: texts.map(toFireRecord) };
+      const scan = await store.scanFires(name);
+      if (scan === undefined) throw notFound(`schedule ${q(name)} not found`);
+      return { fires: await collectAnswer(mapEntries(scan, toFireRecord), recordBytes, { rpc: "ListFires", noun: "fires", total: () => scan.total() }, context.signal) };
     },
   };
 }

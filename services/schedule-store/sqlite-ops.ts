@@ -1,4 +1,5 @@
 import type Database from "better-sqlite3";
+import { SCAN_PAGE_ENTRIES, takePage, type Page } from "../storage/index-scan.js";
 import { readOp, writeOp, type Migration } from "../storage/sqlite-op.js";
 import { applyMutation, dueIndexKey, dueIndexKeyAt, isDue, mutationTargets, type MutationReply, type ScheduleMutation } from "./rules.js";
 import { decodeState, encodeState, parseFire, type FireDocument, type ScheduleDocument } from "./schedule.js";
@@ -64,6 +65,27 @@ interface ScheduleRow {
 
 const COLUMNS = "name, spec, placement_owned, max_fires, state";
 
+/** Position in the Due index: the row's `due_ms` and its rowid (stable across updates of the row). */
+export interface DueKey {
+  dueMs: bigint;
+  rowid: bigint;
+}
+
+interface DueRow extends ScheduleRow {
+  rowid: bigint;
+  due_ms: bigint;
+}
+
+interface FireRow {
+  rowid: bigint;
+  payload: string;
+}
+
+/** Characters a schedule row holds, to end a page early (index-scan.ts `takePage`). */
+function rowBytes(r: ScheduleRow): number {
+  return r.spec.length + r.state.length;
+}
+
 function toDocument(row: ScheduleRow): ScheduleDocument {
   return { name: row.name, specText: row.spec, placementOwned: row.placement_owned === 1n, maxFires: row.max_fires, state: decodeState(row.state) };
 }
@@ -111,20 +133,45 @@ export const scheduleStoreOps = {
     return t.reply;
   }),
   "schedule.load": readOp((db, a: { name: string }) => readSchedule(db, a.name)),
-  "schedule.list": readOp((db, _a: Record<string, never>): ScheduleDocument[] =>
-    (stmt(db, `SELECT ${COLUMNS} FROM schedules`).all() as ScheduleRow[]).map(toDocument),
-  ),
-  /** Due candidates through the partial index on `due_ms`, then the exact nanosecond check. */
-  "schedule.due": readOp((db, a: { now: bigint }): ScheduleDocument[] =>
-    (stmt(db, `SELECT ${COLUMNS} FROM schedules WHERE due_ms <= ?`).all(dueIndexKeyAt(a.now)) as ScheduleRow[])
-      .map(toDocument)
-      .filter((s) => isDue(s, a.now)),
-  ),
+  /** One page of ListSchedules: schedules in name byte order strictly after `after` (keyset over the primary key). */
+  "schedule.listPage": readOp((db, a: { after: string | undefined }): Page<ScheduleDocument, string> => {
+    const rows =
+      a.after === undefined
+        ? stmt(db, `SELECT ${COLUMNS} FROM schedules ORDER BY name LIMIT ?`).iterate(SCAN_PAGE_ENTRIES)
+        : stmt(db, `SELECT ${COLUMNS} FROM schedules WHERE name > ? ORDER BY name LIMIT ?`).iterate(a.after, SCAN_PAGE_ENTRIES);
+    return takePage(rows as Iterable<ScheduleRow>, toDocument, rowBytes, (r) => r.name);
+  }),
+  "schedule.count": readOp((db, _a: Record<string, never>): number => Number((stmt(db, `SELECT count(*) AS n FROM schedules`).get() as { n: bigint }).n)),
+  /**
+   * One page of DueSchedules: candidates through the partial index on
+   * `due_ms` in (due_ms, rowid) order strictly after `after`, up to `now`,
+   * then the exact nanosecond check (the page's key is its last candidate's,
+   * due or not).
+   */
+  "schedule.duePage": readOp((db, a: { now: bigint; after: DueKey | undefined }): Page<ScheduleDocument, DueKey> => {
+    const max = dueIndexKeyAt(a.now);
+    const rows =
+      a.after === undefined
+        ? stmt(db, `SELECT rowid, ${COLUMNS}, due_ms FROM schedules WHERE due_ms <= ? ORDER BY due_ms, rowid LIMIT ?`).iterate(max, SCAN_PAGE_ENTRIES)
+        : stmt(db, `SELECT rowid, ${COLUMNS}, due_ms FROM schedules WHERE due_ms <= ? AND (due_ms, rowid) > (?, ?) ORDER BY due_ms, rowid LIMIT ?`).iterate(
+            max,
+            a.after.dueMs,
+            a.after.rowid,
+            SCAN_PAGE_ENTRIES,
+          );
+    const page = takePage(rows as Iterable<DueRow>, toDocument, rowBytes, (r): DueKey => ({ dueMs: r.due_ms, rowid: r.rowid }));
+    return { ...page, entries: page.entries.filter((s) => isDue(s, a.now)) };
+  }),
   "schedule.loadFire": readOp((db, a: { fireId: string }): string | undefined =>
     (stmt(db, `SELECT payload FROM schedule_fires WHERE fire_id = ?`).get(a.fireId) as { payload: string } | undefined)?.payload,
   ),
-  "schedule.listFires": readOp((db, a: { scheduleName: string }): string[] | undefined => {
-    if (stmt(db, `SELECT 1 FROM schedules WHERE name = ?`).get(a.scheduleName) === undefined) return undefined;
-    return (stmt(db, `SELECT payload FROM schedule_fires WHERE schedule_name = ?`).all(a.scheduleName) as Array<{ payload: string }>).map((r) => r.payload);
+  "schedule.exists": readOp((db, a: { name: string }): boolean => stmt(db, `SELECT 1 FROM schedules WHERE name = ?`).get(a.name) !== undefined),
+  /** One page of ListFires: the schedule's fire records in rowid order strictly after `after`, through the index on `schedule_name`. */
+  "schedule.firesPage": readOp((db, a: { scheduleName: string; after: bigint | undefined }): Page<string, bigint> => {
+    const rows = stmt(db, `SELECT rowid, payload FROM schedule_fires WHERE schedule_name = ? AND rowid > ? ORDER BY rowid LIMIT ?`).iterate(a.scheduleName, a.after ?? 0n, SCAN_PAGE_ENTRIES);
+    return takePage(rows as Iterable<FireRow>, (r) => r.payload, (r) => r.payload.length, (r) => r.rowid);
   }),
+  "schedule.countFires": readOp((db, a: { scheduleName: string }): number =>
+    Number((stmt(db, `SELECT count(*) AS n FROM schedule_fires WHERE schedule_name = ?`).get(a.scheduleName) as { n: bigint }).n),
+  ),
 };

@@ -1,4 +1,6 @@
+import { distinctBy, indexScan, keysetScan, type IndexScan } from "../storage/index-scan.js";
 import type { SqliteDatabase } from "../storage/sqlite-database.js";
+import type { DueKey } from "./sqlite-ops.js";
 import type { ScheduleMutation } from "./rules.js";
 import type { ScheduleDocument } from "./schedule.js";
 import type { ScheduleStore, StoreReply } from "./store.js";
@@ -20,19 +22,30 @@ export class SqliteScheduleStore implements ScheduleStore {
     return this.db.call("schedule.load", { name });
   }
 
-  list(): Promise<ScheduleDocument[]> {
-    return this.db.call("schedule.list", {});
+  scan(): IndexScan<ScheduleDocument> {
+    return indexScan(
+      () => keysetScan((after: string | undefined) => this.db.call("schedule.listPage", { after })),
+      () => this.db.call("schedule.count", {}),
+    );
   }
 
-  due(now: bigint): Promise<ScheduleDocument[]> {
-    return this.db.call("schedule.due", { now });
+  /** Pages in (due_ms, rowid) order; a schedule claimed ahead of the scan with a fire still due is kept at its first sighting. */
+  scanDue(now: bigint): AsyncIterable<ScheduleDocument> {
+    return distinctBy(
+      keysetScan((after: DueKey | undefined) => this.db.call("schedule.duePage", { now, after })),
+      (s) => s.name,
+    );
   }
 
   loadFire(fireId: string): Promise<string | undefined> {
     return this.db.call("schedule.loadFire", { fireId });
   }
 
-  listFires(scheduleName: string): Promise<string[] | undefined> {
-    return this.db.call("schedule.listFires", { scheduleName });
+  async scanFires(scheduleName: string): Promise<IndexScan<string> | undefined> {
+    if (!(await this.db.call("schedule.exists", { name: scheduleName }))) return undefined;
+    return indexScan(
+      () => keysetScan((after: bigint | undefined) => this.db.call("schedule.firesPage", { scheduleName, after })),
+      () => this.db.call("schedule.countFires", { scheduleName }),
+    );
   }
 }

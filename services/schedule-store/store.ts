@@ -1,3 +1,4 @@
+import type { IndexScan } from "../storage/index-scan.js";
 import type { MutationReply, ScheduleMutation } from "./rules.js";
 import type { ScheduleDocument } from "./schedule.js";
 
@@ -31,19 +32,25 @@ export interface ScheduleStore {
   mutate(m: ScheduleMutation): Promise<StoreReply>;
   /** The schedule stored under `name`, or undefined. */
   load(name: string): Promise<ScheduleDocument | undefined>;
-  /** Every schedule, in no particular order. */
-  list(): Promise<ScheduleDocument[]>;
   /**
-   * The schedules due at `now` (nanoseconds; rules.ts `isDue`), read through
-   * the next-fire index, never by scanning every schedule. No side effects.
+   * Every schedule, read lazily in bounded pages (issue 10) in name byte
+   * order, each once. A schedule stored for the whole scan is read; one
+   * saved or deleted meanwhile may or may not be.
    */
-  due(now: bigint): Promise<ScheduleDocument[]>;
+  scan(): IndexScan<ScheduleDocument>;
+  /**
+   * The schedules due at `now` (nanoseconds; rules.ts `isDue`), read lazily
+   * in bounded pages through the next-fire index, never by scanning every
+   * schedule, each once. No side effects.
+   */
+  scanDue(now: bigint): AsyncIterable<ScheduleDocument>;
   /** The fire record stored under `fireId`, as text, or undefined. */
   loadFire(fireId: string): Promise<string | undefined>;
   /**
-   * Every fire record whose ScheduleName is `scheduleName`, in no particular
-   * order, read through a per-schedule index; undefined when no schedule of
-   * that name exists (an existing schedule without fires gives `[]`).
+   * Every fire record whose ScheduleName is `scheduleName`, read lazily in
+   * bounded pages through a per-schedule index, each once; undefined when no
+   * schedule of that name exists (an existing schedule without fires gives
+   * an empty scan).
    */
-  listFires(scheduleName: string): Promise<string[] | undefined>;
+  scanFires(scheduleName: string): Promise<IndexScan<string> | undefined>;
 }

@@ -5,11 +5,18 @@ import type { AnyServiceImpl } from "./grpc-adapter.js";
 import type { Metrics } from "./metrics.js";
 import type { Logger } from "./logger.js";
 import { recordStoreFailure } from "./store-failure-log.js";
+import { traceMethod } from "../tracing/rpc-spans.js";
 
 /** What {@link instrument} adds around every method. */
 export interface InstrumentOptions {
   metrics: Metrics;
   logger: Logger;
+  /**
+   * Set when tracing is on (services/server/tracing-sdk.ts): every call is
+   * also one server span carrying this backend kind (services/tracing/rpc-spans.ts).
+   * Left out, calls are not traced and pay nothing for it.
+   */
+  trace?: { backend: string };
 }
 
 /**
@@ -18,8 +25,9 @@ export interface InstrumentOptions {
  * unexpected errors to INTERNAL without leaking details (wire-contract.md
  * section 1), per-method metrics (calls in flight, finished calls by code,
  * latency), and a log line for every INTERNAL error (with its cause; never
- * payloads). Bearer tokens are checked earlier, before the request body is
- * read (admission.ts).
+ * payloads), and, when tracing is on, one OpenTelemetry server span (issue
+ * 14). Bearer tokens are checked earlier, before the request body is read
+ * (admission.ts).
  *
  * Metric children are resolved once per method (and per code on first use),
  * so a call allocates no label objects (issue 11).
@@ -52,8 +60,9 @@ export function instrument(service: DescService, impl: AnyServiceImpl, options: 
       }
       return ce;
     };
+    let wrapped: AnyServiceImpl[string];
     if (method.methodKind === "server_streaming") {
-      out[method.localName] = async function* (req: unknown, ctx: HandlerContext) {
+      wrapped = async function* (req: unknown, ctx: HandlerContext) {
         const started = start();
         let ended = false;
         try {
@@ -67,7 +76,7 @@ export function instrument(service: DescService, impl: AnyServiceImpl, options: 
         }
       };
     } else {
-      out[method.localName] = async (req: unknown, ctx: HandlerContext) => {
+      wrapped = async (req: unknown, ctx: HandlerContext) => {
         const started = start();
         try {
           const res = await fn(req, ctx);
@@ -78,6 +87,7 @@ export function instrument(service: DescService, impl: AnyServiceImpl, options: 
         }
       };
     }
+    out[method.localName] = options.trace === undefined ? wrapped : traceMethod(service, method, wrapped, options.trace.backend);
   }
   return out;
 }

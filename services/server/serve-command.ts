@@ -180,6 +180,18 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
   };
 }
 
+/** The epilogue of `serve --help`: tracing has no flags, only the standard environment variables (README.md "Tracing"). */
+const TRACING_HELP = `
+Tracing (OpenTelemetry) is off by default and set only by the standard environment variables:
+  OTEL_TRACES_EXPORTER         otlp, console or none (unset: off, unless an OTLP endpoint is set)
+  OTEL_EXPORTER_OTLP_ENDPOINT  collector URL, e.g. http://otel-collector:4318
+  OTEL_EXPORTER_OTLP_PROTOCOL  http/protobuf (default), http/json or grpc
+  OTEL_SERVICE_NAME            service.name (default mecatl-drivers)
+  OTEL_TRACES_SAMPLER[_ARG]    default parentbased_always_on
+One span per RPC, with children per store operation and SQLite group commit; the parent is
+the caller's traceparent. Session ids and schedule names are exported only as the first 16
+hex characters of their SHA-256. See README.md, "Tracing".`;
+
 /**
  * The `serve` command: runs the chosen services until SIGTERM or SIGINT, then
  * shuts down gracefully. A startup problem prints one line
@@ -250,6 +262,7 @@ export function serveCommand(): Command {
     )
     .addOption(new Option("--shutdown-grace <duration>", "time unary calls get to finish after SIGTERM").default(10_000, "10s").argParser(parseDuration))
     .addOption(new Option("--log-level <level>", "log level").choices(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"))
+    .addHelpText("after", TRACING_HELP)
     .action(async (services: string[], flags: ServeFlags) => {
       try {
         const server = await startServer(serveOptions(services, flags));

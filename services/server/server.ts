@@ -21,6 +21,8 @@ import { parseListenAddress, formatListenAddress, isLocalListenAddress, type Lis
 import { readTls, type TlsFiles, type TlsMaterial } from "./tls.js";
 import { explainPeerTlsError } from "./tls-peer.js";
 import { grpcSocketServer, peerOf } from "./grpc-listener.js";
+import { tracingSettings } from "./tracing-settings.js";
+import { startTracing } from "./tracing-sdk.js";
 import { SERVICE_MODULES, type MountedService, type ServiceName, type ServiceSettings } from "./service-registry.js";
 
 /** Largest message accepted or sent: 64 MiB of snapshot plus 1 MiB of headroom (wire-contract.md section 1). */
@@ -105,7 +107,8 @@ export interface RunningServer {
   /**
    * Graceful stop (DESIGN.md "Transport"): health to NOT_SERVING, stop
    * accepting, end follow streams with UNAVAILABLE, let unary calls finish
-   * within the grace period, then close the backend.
+   * within the grace period, then close the backend and export the spans
+   * still buffered (within the grace period again).
    */
   close(): Promise<void>;
 }
@@ -173,11 +176,13 @@ async function listenConnect(
 }
 
 /**
- * Opens the backend, mounts the chosen services and starts the listeners.
+ * Starts tracing when the `OTEL_*` environment asks for it (tracing-settings.ts),
+ * opens the backend, mounts the chosen services and starts the listeners.
  *
  * @throws StartupError (one line, with a remedy) for a bad address, unreadable
- *   TLS or token file, cleartext on a non-loopback address, or a store that
- *   cannot be opened or is not durable.
+ *   TLS or token file, cleartext on a non-loopback address, a store that
+ *   cannot be opened or is not durable, or an `OTEL_*` variable this build
+ *   cannot honour.
  */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const logger = createLogger(options.logLevel);
@@ -200,6 +205,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     }
   }
 
+  const tracingWanted = tracingSettings(process.env);
+  const tracing = tracingWanted === undefined ? undefined : await startTracing(tracingWanted, logger);
   const metrics = new Metrics();
   const backend: Backend = await openBackend(options.backend);
   const durabilityMode = !backend.durable ? (backend.kind === "sqlite" ? "none" : "relaxed") : "full";
@@ -211,7 +218,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const ctx = { backend, settings: options.settings, logger, metrics, onClose: (fn: () => void | Promise<void>) => void moduleCleanup.push(fn) };
   const mounted = (await Promise.all(SERVICE_MODULES.filter((m) => options.services.includes(m.name)).map((m) => m.mount(ctx)))).flat();
   const health = new HealthState(mounted.map((m) => m.desc.typeName));
-  const instrumented = mounted.map((m) => ({ desc: m.desc, impl: instrument(m.desc, m.impl, { metrics, logger }) }));
+  const instrumented = mounted.map((m) => ({ desc: m.desc, impl: instrument(m.desc, m.impl, { metrics, logger, trace: tracing === undefined ? undefined : { backend: backend.kind } }) }));
   const withHealth: MountedService[] = [...instrumented, { desc: Health, impl: healthService(health) as unknown as AnyServiceImpl }];
 
   const budget = new InflightBudget(options.maxInflightBytes, INFLIGHT_WAIT_MS, metrics.inflightBytes, { afterBytes: TRIM_AFTER_BYTES, run: memoryTrimmer() });
@@ -306,6 +313,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         stopWatching();
         auth?.close();
         await closeBackend(backend);
+        await tracing?.shutdown(options.shutdownGraceMs);
         logger.info("stopped");
       })();
       return closed;
@@ -317,6 +325,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     for (const c of moduleCleanup) await c();
     auth?.close();
     await closeBackend(backend);
+    await tracing?.shutdown(options.shutdownGraceMs);
     throw err;
   }
 }

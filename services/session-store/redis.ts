@@ -1,4 +1,6 @@
 import type { Redis } from "ioredis";
+import { distinctBy, indexScan, type IndexScan } from "../storage/index-scan.js";
+import { scoreIndexPages, type ScoredMember } from "../storage/redis-index-page.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { RedisOperations } from "../storage/redis-operation.js";
 import type { SessionProjection } from "./projection.js";
@@ -7,6 +9,10 @@ import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery
 
 function toBuffer(bytes: Uint8Array): Buffer {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+async function* sessionsOf(pages: AsyncIterable<ScoredMember[]>): AsyncGenerator<StoredSessionInfo, void, undefined> {
+  for await (const page of pages) for (const e of page) yield { sessionId: e.member, modifiedAtMicros: Number(e.score) };
 }
 
 /**
@@ -65,11 +71,14 @@ export class RedisSessionStore implements SessionStore {
     return { format: format.toString("utf8"), payload };
   }
 
-  async list(): Promise<StoredSessionInfo[]> {
-    const flat = await this.ops.read((r) => r.zrange(this.keys.sessionIndex(), 0, -1, "WITHSCORES"));
-    const out: StoredSessionInfo[] = [];
-    for (let i = 0; i + 1 < flat.length; i += 2) out.push({ sessionId: flat[i]!, modifiedAtMicros: Number(flat[i + 1]) });
-    return out;
+  /** Pages through the session index in (save time, id) order; a session re-saved during the scan is kept at its first sighting. */
+  scan(): IndexScan<StoredSessionInfo> {
+    const index = this.keys.sessionIndex();
+    const reader = this.ops;
+    return indexScan(
+      () => distinctBy(sessionsOf(scoreIndexPages(reader, index)), (s) => s.sessionId),
+      () => reader.read((r) => r.zcard(index)),
+    );
   }
 
   async delete(sessionId: string): Promise<void> {

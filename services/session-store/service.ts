@@ -1,15 +1,20 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
 import {
   SessionStoreService,
+  StoredSessionEntrySchema,
   type PageSessionMetadataRequest,
   type ReadSessionLineageRequest,
   type SaveRequest,
+  type StoredSessionEntry,
 } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { isValidIncarnation } from "../../common/incarnation.js";
+import { collectAnswer } from "../rpc/answer-budget.js";
+import { mapEntries } from "../storage/index-scan.js";
 import { invalidArgument, notFound } from "../rpc/errors.js";
 import { requireFormat, requireId, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
 import { microsToTimestamp } from "../rpc/timestamp.js";
-import { delimitedFieldBytes, HARNESS_MESSAGE_BYTES } from "../rpc/message-size.js";
+import { delimitedFieldBytes, HARNESS_MESSAGE_BYTES, timestampBytes } from "../rpc/message-size.js";
 import { ACTIVITY_STATES, type ActivityState } from "./activity.js";
 import { boundaryOf, checkCursorBinding, checkRequestCursor, CURSOR_CONTINUATION, cursorRestart, pagingScope } from "./metadata-cursor.js";
 import { projectSnapshot, SnapshotPayloadError, type SessionProjection } from "./projection.js";
@@ -118,6 +123,15 @@ async function pageMetadata(store: SessionStore, req: PageSessionMetadataRequest
 }
 
 /**
+ * Encoded size in bytes of a List entry (1 `session_id`, 2 `modified_at`),
+ * computed without encoding it, for the answer budget (issue 10).
+ */
+export function storedSessionEntryBytes(e: StoredSessionEntry): number {
+  const id = Buffer.byteLength(e.sessionId, "utf8");
+  return (id === 0 ? 0 : delimitedFieldBytes(id)) + (e.modifiedAt === undefined ? 0 : delimitedFieldBytes(timestampBytes(e.modifiedAt)));
+}
+
+/**
  * SessionStoreService over a {@link SessionStore} (wire-contract.md section 2;
  * issue 12).
  *
@@ -131,7 +145,9 @@ async function pageMetadata(store: SessionStore, req: PageSessionMetadataRequest
  * - Create: as Save, but ALREADY_EXISTS (nothing changed, no generation
  *   bumped) when the id exists.
  * - Load: NOT_FOUND naming the id when absent.
- * - List: every id with its save time.
+ * - List: every id with its save time, read in bounded pages;
+ *   RESOURCE_EXHAUSTED (naming the count and the limit) when the answer would
+ *   exceed the harness's 64 MiB message limit (issue 10).
  * - Delete: idempotent; removes the session's event log in the same store
  *   too, and prunes its lineage record.
  * - PageMetadata: INVALID_ARGUMENT for `limit <= 0` or a malformed cursor;
@@ -161,9 +177,11 @@ export function sessionStoreService(store: SessionStore): ServiceImpl<typeof Ses
       if (snapshot === undefined) throw notFound(`session ${JSON.stringify(sessionId)} not found`);
       return { snapshot };
     },
-    async list() {
-      const rows = await store.list();
-      return { sessions: rows.map((r) => ({ sessionId: r.sessionId, modifiedAt: microsToTimestamp(r.modifiedAtMicros) })) };
+    async list(_req, context) {
+      const scan = store.scan();
+      const entries = mapEntries(scan, (r) => create(StoredSessionEntrySchema, { sessionId: r.sessionId, modifiedAt: microsToTimestamp(r.modifiedAtMicros) }));
+      const sessions = await collectAnswer(entries, storedSessionEntryBytes, { rpc: "List", noun: "sessions", total: () => scan.total() }, context.signal);
+      return { sessions };
     },
     pageMetadata(req) {
       return pageMetadata(store, req);

@@ -1,3 +1,4 @@
+import { SCAN_PAGE_ENTRIES, takePage, type Page } from "../storage/index-scan.js";
 import { readOp, writeOp, type Migration, type OpContext } from "../storage/sqlite-op.js";
 import { projectStoredSnapshot, type SessionProjection } from "./projection.js";
 import { metadataMigration, readLineage, readMetadataPage, removeProjection, writeProjection } from "./sqlite-metadata.js";
@@ -22,6 +23,11 @@ export const sessionStoreMigrations: readonly Migration[] = [
   },
   metadataMigration(projectStoredSnapshot),
 ];
+
+interface SessionRow {
+  session_id: string;
+  modified_us: number;
+}
 
 let lastSaveMicros = 0;
 
@@ -68,12 +74,15 @@ export const sessionStoreOps = {
     const row = db.prepare<[string], { format: string; payload: Buffer }>(`SELECT format, payload FROM sessions WHERE session_id = ?`).get(a.sessionId);
     return row === undefined ? undefined : { format: row.format, payload: row.payload };
   }),
-  "session.list": readOp((db, _a: Record<string, never>): StoredSessionInfo[] =>
-    db
-      .prepare<[], { session_id: string; modified_us: number }>(`SELECT session_id, modified_us FROM sessions`)
-      .all()
-      .map((r) => ({ sessionId: r.session_id, modifiedAtMicros: r.modified_us })),
-  ),
+  /** One page of List: ids in byte order strictly after `after` (keyset over the primary key). */
+  "session.listPage": readOp((db, a: { after: string | undefined }): Page<StoredSessionInfo, string> => {
+    const rows =
+      a.after === undefined
+        ? db.prepare<[number], SessionRow>(`SELECT session_id, modified_us FROM sessions ORDER BY session_id LIMIT ?`).iterate(SCAN_PAGE_ENTRIES)
+        : db.prepare<[string, number], SessionRow>(`SELECT session_id, modified_us FROM sessions WHERE session_id > ? ORDER BY session_id LIMIT ?`).iterate(a.after, SCAN_PAGE_ENTRIES);
+    return takePage(rows, (r) => ({ sessionId: r.session_id, modifiedAtMicros: r.modified_us }), (r) => r.session_id.length, (r) => r.session_id);
+  }),
+  "session.count": readOp((db, _a: Record<string, never>): number => db.prepare<[], { n: number }>(`SELECT count(*) AS n FROM sessions`).get()!.n),
   "session.delete": writeOp((db, a: { sessionId: string }, ctx) => {
     db.prepare(`DELETE FROM sessions WHERE session_id = ?`).run(a.sessionId);
     removeProjection(db, a.sessionId, saveMicros());

@@ -1,3 +1,4 @@
+import { indexScan, keysetScan, type IndexScan } from "../storage/index-scan.js";
 import type { SqliteDatabase } from "../storage/sqlite-database.js";
 import type { SessionProjection } from "./projection.js";
 import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery, SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
@@ -27,8 +28,11 @@ export class SqliteSessionStore implements SessionStore {
     return this.db.call("session.load", { sessionId });
   }
 
-  list(): Promise<StoredSessionInfo[]> {
-    return this.db.call("session.list", {});
+  scan(): IndexScan<StoredSessionInfo> {
+    return indexScan(
+      () => keysetScan((after: string | undefined) => this.db.call("session.listPage", { after })),
+      () => this.db.call("session.count", {}),
+    );
   }
 
   delete(sessionId: string): Promise<void> {

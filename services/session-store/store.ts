@@ -1,6 +1,7 @@
 import type { SessionRelationship } from "../../common/session-relationship.js";
 import type { ActivityState } from "./activity.js";
 import type { SessionMetadata, SessionProjection } from "./projection.js";
+import type { IndexScan } from "../storage/index-scan.js";
 
 /**
  * A snapshot as stored: the format tag and payload bytes, kept verbatim
@@ -126,8 +127,13 @@ export interface SessionStore {
   create(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<boolean>;
   /** The newest snapshot, or undefined for an unknown id. */
   load(sessionId: string): Promise<StoredSnapshot | undefined>;
-  /** Every stored id with its save time, in no particular order. */
-  list(): Promise<StoredSessionInfo[]>;
+  /**
+   * Every stored id with its save time, read lazily in bounded pages
+   * (issue 10), each id once, in an order fixed by the backend (SQLite: id
+   * byte order; Redis: save time, then id). An id stored for the whole scan
+   * is read; one saved or deleted meanwhile may or may not be.
+   */
+  scan(): IndexScan<StoredSessionInfo>;
   /**
    * Removes the snapshot, its metadata row and every other record of the
    * session held in the same store (its event log included); its lineage

@@ -158,14 +158,21 @@ export class RedisKeys {
     return `${this.base}schedule:{${name}}:op:${opId}`;
   }
 
-  /** Set of the fire ids whose record names this schedule (ListFires index). */
+  /**
+   * Sorted set of the fire ids whose record names this schedule, every
+   * score 0 so they are read in byte order, a page at a time (ListFires
+   * index, issue 10).
+   */
   scheduleFires(name: string): string {
-    return `${this.base}schedule:{${name}}:fires`;
+    return `${this.base}schedule:{${name}}:fire-ids`;
   }
 
-  /** Set of every schedule name (ListSchedules index). */
+  /**
+   * Sorted set of every schedule name, every score 0 so names are read in
+   * byte order, a page at a time (ListSchedules index, issue 10).
+   */
   scheduleIndex(): string {
-    return `${this.base}schedules`;
+    return `${this.base}schedules:by-name`;
   }
 
   /** Sorted set of the schedules that can be due, scored by NextFireAt in whole milliseconds (Due index). */

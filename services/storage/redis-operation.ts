@@ -132,7 +132,8 @@ export class RedisOperation {
     if (c.kind === "bug") return err;
     const late = `Redis did not answer within ${this.timeoutMs} ms (${cause})`;
     if (this.maybeApplied) {
-      const why = c.kind === "fail" ? c.failure.message.replace(/; nothing was written$/, "") : late;
+      // This attempt wrote nothing, but an earlier one may have: drop the "nothing was written" ending.
+      const why = c.kind === "fail" ? c.failure.message.replace(/;? (?:and )?nothing was written$/, "").replace(/; the write was refused$/, "; this attempt was refused") : late;
       return new StoreFailure("outcome_unknown", `${why}; the write may or may not have been applied (outcome unknown)`, { cause: err });
     }
     if (c.kind === "fail") return c.failure;

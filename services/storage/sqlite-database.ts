@@ -5,9 +5,11 @@ import { dirname } from "node:path";
 import { sqliteOps, type SqliteOps } from "./sqlite-registry.js";
 import type { SqliteDurabilitySettings } from "./sqlite-schema.js";
 import type { SqliteSpaceSettings } from "./sqlite-maintenance.js";
-import { sqliteFailure, sqliteTimeout, type SqliteFailureContext } from "./sqlite-failure.js";
+import { EXPIRED_CODE, sqliteFailure, sqliteTimeout, type SqliteFailureContext } from "./sqlite-failure.js";
 import { StoreFailure, isStoreFailure } from "./store-failure.js";
 import type { ProbeResult } from "./sqlite-probe.js";
+import { groupCommitParent, recordGroupCommit, type GroupCommitReport } from "../tracing/group-commit-span.js";
+import type { Context } from "@opentelemetry/api";
 
 type ArgsOf<K extends keyof SqliteOps> = Parameters<SqliteOps[K]["run"]>[1];
 type ResultOf<K extends keyof SqliteOps> = ReturnType<SqliteOps[K]["run"]>;
@@ -48,6 +50,8 @@ interface PendingCall {
   /** Epoch milliseconds after which the call fails with {@link sqliteTimeout}. */
   deadline: number;
   write: boolean;
+  /** For a write made inside a traced call: where its group-commit span goes (tracing/group-commit-span.ts). */
+  trace: Context | undefined;
 }
 
 /**
@@ -71,6 +75,10 @@ interface PendingCall {
  * `(writes: number)` with the number of write operations the commit carried
  * (committed or failed together; the `mecatl_drivers_group_commit_writes`
  * metric, issue 14).
+ *
+ * When tracing is on, a write made inside a traced call gets a child span for
+ * the group commit it took part in, with the times and size the worker
+ * reports (issue 14).
  */
 export class SqliteDatabase extends EventEmitter {
   private nextId = 1;
@@ -174,7 +182,7 @@ export class SqliteDatabase extends EventEmitter {
     const deadline = Date.now() + this.context.read.storeTimeoutMs;
     const write = (sqliteOps as Record<string, { kind: string }>)[op]?.kind === "write";
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline, write });
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline, write, trace: write ? groupCommitParent() : undefined });
       this.deadlineTimer ??= this.armDeadline(deadline);
       if (this.outbox.length === 0) queueMicrotask(() => this.flush());
       this.outbox.push({ id, op, args, deadline });
@@ -229,19 +237,20 @@ export class SqliteDatabase extends EventEmitter {
     type: string;
     replies?: Array<{ id: number; ok: boolean; value?: unknown; message?: string; sqliteCode?: string }>;
     notifications?: Array<{ topic: string; data: unknown }>;
+    commit?: GroupCommitReport;
     result?: ProbeResult;
-    writes?: number;
   }) {
     if (m.type === "replies") {
       for (const r of m.replies ?? []) {
         const p = this.pending.get(r.id);
         if (p === undefined) continue;
         this.pending.delete(r.id);
+        if (p.trace !== undefined && m.commit !== undefined && r.sqliteCode !== EXPIRED_CODE) recordGroupCommit(p.trace, m.commit, !r.ok, r.sqliteCode);
         if (r.ok) p.resolve(r.value);
         else p.reject(this.failureOf(r.sqliteCode, r.message ?? "unknown error", p.write));
       }
       for (const n of m.notifications ?? []) this.emit("notify", n.topic, n.data);
-      if (m.writes !== undefined && m.writes > 0) this.emit("commit", m.writes);
+      if (m.commit !== undefined && m.commit.size > 0) this.emit("commit", m.commit.size);
     } else if (m.type === "probe") {
       this.probing = false;
       if (m.result?.ok === true) this.setWriteProblem(undefined);

@@ -10,7 +10,10 @@
  * passed is dropped unstarted. Errors cross to the main thread as SQLite's
  * message plus its extended code (`sqliteCode`), which sqlite-failure.ts
  * classifies. Because the connection lives here, a 64 MiB snapshot write never
- * blocks the main thread's event loop (DESIGN.md "Backends").
+ * blocks the main thread's event loop (DESIGN.md "Backends"). Each `replies`
+ * message also reports its group commit, if there was one (`commit`: start
+ * and end in epoch milliseconds, number of writes), for tracing and the
+ * group-commit size metric (issue 14).
  */
 import { parentPort, workerData, receiveMessageOnPort, type MessagePort } from "node:worker_threads";
 import Database from "better-sqlite3";
@@ -20,6 +23,7 @@ import { applyPragmas, migrate, readDurabilitySettings, rollbackIfOpen } from ".
 import { probeWrite, storageMigrations } from "./sqlite-probe.js";
 import { EXPIRED_CODE } from "./sqlite-failure.js";
 import { prepareSpace, SqliteMaintenance, type SqliteSpaceSettings } from "./sqlite-maintenance.js";
+import type { GroupCommitReport } from "../tracing/group-commit-span.js";
 
 interface Request {
   id: number;
@@ -83,6 +87,14 @@ port.on("message", (msg: Message) => {
   }
 });
 
+/** The group commit of the batch being answered, if it had writes (see tracing/group-commit-span.ts). */
+let commit: GroupCommitReport | undefined;
+
+/** Wall-clock time in epoch milliseconds with sub-millisecond precision (comparable across threads, unlike `performance.now()`). */
+function epochMs(): number {
+  return performance.timeOrigin + performance.now();
+}
+
 type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; message: string; sqliteCode: string | undefined };
 type Notification = { topic: string; data: unknown };
 
@@ -105,6 +117,7 @@ function drain(): void {
   scheduled = false;
   for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port)) accept(m.message as Message);
   const batch = queue.splice(0);
+  commit = undefined;
   const notifications: Notification[] = [];
   let replies: Reply[];
   try {
@@ -114,10 +127,8 @@ function drain(): void {
     replies = batch.map((r) => errorReply(r.id, err));
     notifications.length = 0;
   }
-  // `writes`: how many writes this group commit carried (0 when the batch held only reads), for the batch-size metric.
-  const writes = batch.reduce((n, r) => (ops[r.op]?.kind === "write" ? n + 1 : n), 0);
-  port.postMessage({ type: "replies", replies, notifications, writes });
-  maintenance?.afterDrain(writes);
+  port.postMessage({ type: "replies", replies, notifications, commit });
+  maintenance?.afterDrain(commit?.size ?? 0);
   if (probeWanted) {
     probeWanted = false;
     port.postMessage({ type: "probe", result: probeWrite(db, init.path) });
@@ -167,6 +178,14 @@ function runWrites(writes: Request[], notifications: Notification[]): Reply[] {
     else live.push(w);
   }
   if (live.length === 0) return expired;
+  const startMs = epochMs();
+  const replies = commitGroup(live, expired, notifications);
+  commit = { startMs, endMs: epochMs(), size: live.length };
+  return replies;
+}
+
+/** The transaction of {@link runWrites}: `live` writes under one BEGIN IMMEDIATE ... COMMIT; `expired` replies go first. */
+function commitGroup(live: Request[], expired: Reply[], notifications: Notification[]): Reply[] {
   const failAll = (err: unknown) => {
     rollbackIfOpen(db);
     return [...expired, ...live.map((w) => errorReply(w.id, err))];

@@ -7,7 +7,7 @@ import { grpcClient } from "../helpers/clients.js";
 import { spawnRedis, type SpawnedRedis } from "../helpers/redis-server.js";
 import { ev, readAfterAll } from "../helpers/event-log.js";
 import { waitFor } from "../helpers/wait.js";
-import { overallHealth, timed, watchHealth, ServingStatus as Status, type TimedOutcome } from "../helpers/observe.js";
+import { logEntries, overallHealth, timed, watchHealth, ServingStatus as Status, type TimedOutcome } from "../helpers/observe.js";
 
 /** `--store-timeout` of this server. */
 const STORE_TIMEOUT_MS = 1000;
@@ -18,7 +18,7 @@ const MARGIN_MS = 4000;
  * Redis killed under a running server (issue 9). Before, calls hung 6-8 s
  * and then failed as INTERNAL. The contract: every call ends with
  * UNAVAILABLE within `--store-timeout` plus a margin, health turns
- * NOT_SERVING, and SERVING again once Redis is back.
+ * NOT_SERVING, and SERVING again once Redis is back, each change logged once.
  */
 describe("Redis killed", () => {
   let redis: SpawnedRedis | undefined;
@@ -65,5 +65,10 @@ describe("Redis killed", () => {
     await health.stop();
     await events.append({ sessionId: "down", event: ev({ n: 3 }) });
     expect((await sessions.load({ sessionId: "down" })).snapshot?.payload).toEqual(snapshot.payload);
+    // Each change of health is logged once, however often ioredis tried to reconnect meanwhile (README Failures).
+    expect(logEntries(server, "store cannot take writes; health is NOT_SERVING").map((e) => e.problem)).toEqual([
+      "Redis connection lost; reconnecting (and, in strict mode, verifying durability again)",
+    ]);
+    expect(logEntries(server, "store takes writes again; health is SERVING")).toHaveLength(1);
   });
 });

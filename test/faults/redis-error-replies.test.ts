@@ -4,7 +4,8 @@ import type { Redis } from "ioredis";
 import { startRedisBehindProxy, type RedisBehindProxy } from "../helpers/redis-behind-proxy.js";
 import { expectCode } from "../helpers/errors.js";
 import { ev, readAfterAll } from "../helpers/event-log.js";
-import { freePort } from "../helpers/wait.js";
+import { readFileSync } from "node:fs";
+import { freePort, waitFor } from "../helpers/wait.js";
 
 const TIMEOUT_MS = 1000;
 
@@ -13,7 +14,8 @@ const TIMEOUT_MS = 1000;
  * condition of the infrastructure is never INTERNAL. OOM (maxmemory reached)
  * is RESOURCE_EXHAUSTED at once; READONLY (the server became a replica) is
  * retried until `--store-timeout`, then UNAVAILABLE; both say nothing was
- * written. Before, both were INTERNAL "internal storage error".
+ * written. MISCONF (Redis cannot persist) is UNAVAILABLE at once, saying so.
+ * Before, such replies were INTERNAL "internal storage error".
  */
 describe("Redis refusing writes", () => {
   let env: RedisBehindProxy;
@@ -40,6 +42,32 @@ describe("Redis refusing writes", () => {
     }
     await append("er-oom");
     expect(await readAfterAll(env.clients.events, { sessionId: "er-oom" })).toHaveLength(1);
+  });
+
+  test("unable to persist (MISCONF after a failed background save): UNAVAILABLE saying so, nothing written; writes resume once a save succeeds", async () => {
+    // With a save point configured, a background save that fails makes Redis refuse every write
+    // (stop-writes-on-bgsave-error, on by default). One key slowed to 1 s keeps the save running until it is killed.
+    await admin.config("SET", "save", "3600 1");
+    await admin.config("SET", "rdb-key-save-delay", "1000000");
+    await admin.set("test:er-misconf-filler", "1");
+    try {
+      await admin.bgsave();
+      const children = readFileSync(`/proc/${env.redis.pid}/task/${env.redis.pid}/children`, "utf8").trim();
+      expect(children, "the background save's process").toMatch(/^\d+$/);
+      process.kill(Number(children), "SIGKILL");
+      await waitFor(async () => /^rdb_last_bgsave_status:err\r?$/m.test(await admin.info("persistence")), 10_000, "the killed save to count as failed");
+      const err = await expectCode(append("er-misconf"), Code.Unavailable);
+      expect(err.rawMessage).toBe("Redis cannot persist writes right now (MISCONF); nothing was written");
+    } finally {
+      await admin.config("SET", "rdb-key-save-delay", "0");
+      await admin.bgsave();
+      await waitFor(async () => /^rdb_bgsave_in_progress:0\r?$/m.test(await admin.info("persistence")), 10_000, "the second save to finish");
+      await admin.config("SET", "save", "");
+      await admin.del("test:er-misconf-filler");
+    }
+    expect(await admin.info("persistence")).toMatch(/^rdb_last_bgsave_status:ok\r?$/m);
+    await append("er-misconf");
+    expect(await readAfterAll(env.clients.events, { sessionId: "er-misconf" })).toHaveLength(1);
   });
 
   test("a read-only replica: UNAVAILABLE within the timeout saying so, nothing written; writes resume when it is primary again", async () => {

@@ -9,12 +9,13 @@ export const MAX_MESSAGE_BYTES = 65 * 1024 * 1024;
 
 /**
  * A gRPC transport (HTTP/2, binary protobuf) to a test server, as the Go
- * harness speaks it. `address` is `host:port`; `token` adds a bearer header.
+ * harness speaks it. `address` is `host:port`; `token` adds a bearer header;
+ * `readMaxBytes` lowers the largest answer accepted (default 65 MiB).
  */
-export function grpcTransport(address: string, options: { token?: string } = {}): Transport {
+export function grpcTransport(address: string, options: { token?: string; readMaxBytes?: number } = {}): Transport {
   return createGrpcTransport({
     baseUrl: `http://${address}`,
-    readMaxBytes: MAX_MESSAGE_BYTES,
+    readMaxBytes: options.readMaxBytes ?? MAX_MESSAGE_BYTES,
     writeMaxBytes: MAX_MESSAGE_BYTES,
     // Node's 10 MiB default refuses new streams once a few multi-MiB calls share the connection.
     nodeOptions: { maxSessionMemory: SESSION_MEMORY_MIB },
@@ -73,4 +74,16 @@ export function grpcClientWithSentSignal<S extends DescService>(service: S, addr
   const manager = new SentSignallingSessionManager(`http://${address}`, (path) => signal(path).resolve());
   const transport = createGrpcTransport({ baseUrl: `http://${address}`, readMaxBytes: MAX_MESSAGE_BYTES, writeMaxBytes: MAX_MESSAGE_BYTES, sessionManager: manager });
   return { client: createClient(service, transport), sent: (method) => signal(`/${service.typeName}/${method}`).promise };
+}
+
+/** The Go harness's receive limit: 64 MiB exactly (wire-contract.md section 1). */
+export const HARNESS_MESSAGE_BYTES = 64 * 1024 * 1024;
+
+/**
+ * A typed client that, like the Go harness, refuses any answer larger than
+ * {@link HARNESS_MESSAGE_BYTES}, so a test can show an answer fits the
+ * harness, not only this server's larger limit.
+ */
+export function harnessClient<S extends DescService>(service: S, address: string): Client<S> {
+  return createClient(service, grpcTransport(address, { readMaxBytes: HARNESS_MESSAGE_BYTES }));
 }

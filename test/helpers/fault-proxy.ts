@@ -51,6 +51,12 @@ export interface FaultProxy {
    * when the connections have been cut, with the chunk that triggered it.
    */
   loseNextReply(options?: { match?: (chunk: Buffer) => boolean; cutAfterMs?: number }): Promise<Buffer>;
+  /**
+   * Resolves with the next client-to-upstream chunk that `blackhole` mode
+   * swallows and `match` accepts (any chunk by default): the signal that a
+   * request has left the client and will never reach the upstream.
+   */
+  nextSwallowed(match?: (chunk: Buffer) => boolean): Promise<Buffer>;
   /** Resets (TCP RST) every open connection, both sides. */
   resetAll(): void;
   /** Stops listening and destroys every connection. */
@@ -69,9 +75,17 @@ export async function startFaultProxy(upstreamPort: number, upstreamHost = "127.
   let armed: { match: (chunk: Buffer) => boolean; cutAfterMs: number; done: (chunk: Buffer) => void } | undefined;
   /** Connections whose reply is being swallowed by {@link FaultProxy.loseNextReply}. */
   const lost = new WeakSet<Pair>();
+  /** Waiters of {@link FaultProxy.nextSwallowed}. */
+  let swallowWatchers: Array<{ match: (chunk: Buffer) => boolean; done: (chunk: Buffer) => void }> = [];
+  const swallowed = (chunk: Buffer) => {
+    const hit = swallowWatchers.filter((w) => w.match(chunk));
+    swallowWatchers = swallowWatchers.filter((w) => !hit.includes(w));
+    for (const w of hit) w.done(chunk);
+  };
 
   const forward = (from: Socket, to: Socket, pair: Pair, towardUpstream: boolean) => {
     from.on("data", (chunk: Buffer) => {
+      if (mode === "blackhole" && towardUpstream) swallowed(chunk);
       if (mode === "blackhole" || lost.has(pair)) return;
       if (towardUpstream && armed !== undefined && armed.match(chunk)) {
         const trigger = armed;
@@ -149,6 +163,9 @@ export async function startFaultProxy(upstreamPort: number, upstreamHost = "127.
       return new Promise((done) => {
         armed = { match: options.match ?? (() => true), cutAfterMs: options.cutAfterMs ?? 200, done };
       });
+    },
+    nextSwallowed(match = () => true) {
+      return new Promise((done) => swallowWatchers.push({ match, done }));
     },
     resetAll() {
       for (const p of pairs) {

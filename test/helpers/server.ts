@@ -10,12 +10,15 @@ function projectRoot(): string {
   return dir;
 }
 
+/** The project's root directory (where package.json is), from source or from `dist/`. */
+export const PROJECT_ROOT = projectRoot();
+
 /**
  * Path of the built executable the tests and benchmarks run (`npm test`
  * builds first). Found from the project root, so this helper works both from
  * `test/helpers` (vitest) and from `dist/test/helpers` (benchmarks).
  */
-export const MAIN = join(projectRoot(), "dist/services/server/main.js");
+export const MAIN = join(PROJECT_ROOT, "dist/services/server/main.js");
 
 /** A `mecatl-drivers serve` process started by a test. */
 export interface ServerProcess {
@@ -118,13 +121,14 @@ export async function waitForLog(server: ServerProcess, msg: string, options: { 
 }
 
 /**
- * Runs `mecatl-drivers serve ...args` expecting it to fail at start.
+ * Runs `mecatl-drivers serve ...args` expecting it to fail at start, with
+ * `env` added to this process's environment.
  *
  * @returns the exit code and everything written to stderr.
  */
-export function runServeExpectingFailure(args: string[], timeoutMs = 15_000): Promise<{ code: number | null; stderr: string }> {
+export function runServeExpectingFailure(args: string[], timeoutMs = 15_000, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolveRun, reject) => {
-    const proc = spawn(process.execPath, [MAIN, "serve", ...args], { stdio: ["ignore", "ignore", "pipe"] });
+    const proc = spawn(process.execPath, [MAIN, "serve", ...args], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ...env } });
     let stderr = "";
     proc.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr += c));
     const timer = setTimeout(() => {

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { connect, type ClientHttp2Session } from "node:http2";
 import { Code } from "@connectrpc/connect";
-import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { SaveRequestSchema, SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
@@ -24,7 +25,7 @@ describe("the memory budget for bytes in flight (--max-inflight-bytes 48MB)", ()
   let h2: ClientHttp2Session;
   const inflight = () => metricValue(server.metricsAddress!, "mecatl_drivers_inflight_bytes");
   beforeAll(async () => {
-    server = await startServer(["session-store", "--store", "sqlite::memory:", "--max-inflight-bytes", "48MB", "--metrics-listen", "127.0.0.1:0"]);
+    server = await startServer(["session-store", "--store", "sqlite::memory:", "--max-inflight-bytes", "48MB", "--metrics-listen", "127.0.0.1:0", "--connect-listen", "127.0.0.1:0"]);
     h2 = connect(`http://${server.address}`);
   });
   afterAll(async () => {
@@ -62,6 +63,14 @@ describe("the memory budget for bytes in flight (--max-inflight-bytes 48MB)", ()
     await waiting;
     expect((await client.load({ sessionId: "after" })).snapshot?.payload.length).toBe(8 * MiB);
     await waitFor(async () => (await inflight()) === 0, 10_000, "the budget to be given back");
+  });
+
+  test("on the Connect listener a request's declared content-length is taken from the budget before its body is read", async () => {
+    const body = toBinary(SaveRequestSchema, create(SaveRequestSchema, { sessionId: "connect-huge", snapshot: snapshot(20 * MiB) }));
+    const res = await fetch(`http://${server.connectAddress}/${SessionStoreService.typeName}/Save`, { method: "POST", headers: { "content-type": "application/proto" }, body });
+    expect(res.status).toBe(429);
+    expect(await res.json()).toMatchObject({ code: "resource_exhausted", message: expect.stringContaining("--max-inflight-bytes") });
+    await expectCode(grpcClient(SessionStoreService, server.address).load({ sessionId: "connect-huge" }), Code.NotFound);
   });
 
   test("an answer that does not fit is RESOURCE_EXHAUSTED", async () => {

@@ -16,7 +16,7 @@ import {
   saveRule,
   setEnabledRule,
 } from "../../services/schedule-store/rules.js";
-import { parseFire, zeroState, type FireDocument, type ScheduleDocument, type ScheduleState } from "../../services/schedule-store/schedule.js";
+import { INT64_MAX, parseFire, zeroState, type FireDocument, type ScheduleDocument, type ScheduleState } from "../../services/schedule-store/schedule.js";
 
 const S = 1_000_000_000n;
 const T0 = 1_700_000_000n * S;
@@ -136,6 +136,23 @@ describe("enable, delete, re-arm (5.5)", () => {
   test("re-arm enables, sets NextFireAt and counts", () => {
     expect(reArmRule(sched({ oneShotRetryCount: 4n }), T0).schedule?.state).toMatchObject({ enabled: true, nextFireAt: T0, oneShotRetryCount: 5n });
     expect(reArmRule(sched({ deletionId: "d" }), T0).reply.ok).toBe(false);
+  });
+});
+
+/** Counters at the largest Go int, which the harness decodes FireCount and OneShotRetryCount as (issue 10, found by the fuzzer). */
+describe("counters at 2^63 - 1", () => {
+  test("FireCount 2^63 - 1 is out of fires without MaxFires: never due, not in the Due index, claims are not_found", () => {
+    const spent = sched({ nextFireAt: T0, enabled: true, fireCount: INT64_MAX });
+    expect(isDue(spent, T0)).toBe(false);
+    expect(dueIndexKey(spent)).toBeUndefined();
+    for (const checkDue of [true, false]) expect(claimRule(spent, T0, T0 + S, checkDue)).toEqual({ reply: { ok: false, error: "not_found" } });
+    // One below the limit still fires, once more.
+    expect(claimRule(sched({ nextFireAt: T0, enabled: true, fireCount: INT64_MAX - 1n }), T0, T0 + S, true).schedule?.state.fireCount).toBe(INT64_MAX);
+  });
+
+  test("ReArmOneShot at OneShotRetryCount 2^63 - 1 is retries_exhausted and changes nothing; one below counts up to it", () => {
+    expect(reArmRule(sched({ oneShotRetryCount: INT64_MAX }), T0)).toEqual({ reply: { ok: false, error: "retries_exhausted" } });
+    expect(reArmRule(sched({ oneShotRetryCount: INT64_MAX - 1n }), T0).schedule?.state.oneShotRetryCount).toBe(INT64_MAX);
   });
 });
 
