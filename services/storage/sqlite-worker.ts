@@ -128,7 +128,8 @@ function drain(): void {
     notifications.length = 0;
   }
   port.postMessage({ type: "replies", replies, notifications, commit });
-  maintenance?.afterDrain(commit?.size ?? 0);
+  // runBatch set `commit` when the batch had writes (control-flow analysis cannot see that).
+  maintenance?.afterDrain((commit as GroupCommitReport | undefined)?.size ?? 0);
   if (probeWanted) {
     probeWanted = false;
     port.postMessage({ type: "probe", result: probeWrite(db, init.path) });
