@@ -9,7 +9,7 @@ import { parseFire } from "./schedule.js";
 /**
  * Stores one schedule as given, with its List and Due index entries, for
  * `mecatl-drivers copy`; bumps its commit version (redis.ts).
- * KEYS[1] schedule hash, KEYS[2] List index (set), KEYS[3] Due index.
+ * KEYS[1] schedule hash, KEYS[2] List index (sorted set, every score 0), KEYS[3] Due index.
  * ARGV[1] name, ARGV[2] spec, ARGV[3] owned (`1`/`0`), ARGV[4] max_fires,
  * ARGV[5] state, ARGV[6] Due score (milliseconds), or empty when it can
  * never be due.
@@ -20,7 +20,7 @@ const PUT_SCHEDULE = redisScript({
   lua: `
 redis.call('HSET', KEYS[1], 'spec', ARGV[2], 'owned', ARGV[3], 'max_fires', ARGV[4], 'state', ARGV[5])
 redis.call('HINCRBY', KEYS[1], 'ver', 1)
-redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[2], 0, ARGV[1])
 if ARGV[6] == '' then redis.call('ZREM', KEYS[3], ARGV[1]) else redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1]) end
 return op_done(1)
 `,
@@ -29,7 +29,7 @@ return op_done(1)
 /**
  * Stores one fire record as given, with its ListFires index entry, for
  * `mecatl-drivers copy`; bumps its commit version.
- * KEYS[1] fire record hash, KEYS[2] the fire-id set of its schedule.
+ * KEYS[1] fire record hash, KEYS[2] the fire-id index of its schedule (sorted set, every score 0).
  * ARGV[1] fire id, ARGV[2] record text.
  * Returns 1 (recorded).
  */
@@ -38,7 +38,7 @@ const PUT_FIRE = redisScript({
   lua: `
 redis.call('HSET', KEYS[1], 'payload', ARGV[2])
 redis.call('HINCRBY', KEYS[1], 'ver', 1)
-redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[2], 0, ARGV[1])
 return op_done(1)
 `,
 });
@@ -70,7 +70,7 @@ export class RedisScheduleCopy {
 
   /** Schedules. */
   readonly schedules: KindStore<ScheduleCopy> = {
-    ids: () => this.ops.read((r) => r.smembers(this.keys.scheduleIndex())),
+    ids: () => this.ops.read((r) => r.zrange(this.keys.scheduleIndex(), 0, -1)),
     read: (requests) => readEach(requests, (name) => this.readSchedule(name)),
     write: async (records) => {
       await Promise.all(
