@@ -230,14 +230,17 @@ const BROKEN_TRANSPORT_CODES = new Set(["ECONNRESET", "EPIPE", "ERR_STREAM_DESTR
 /**
  * True when `ce` did not come from the driver but from the local HTTP/2
  * stack, because the connection or the stream broke under the call (the
- * server process died, a proxy reset the connection): connect-node reports
- * these as ABORTED (ECONNRESET, a destroyed stream) or CANCELLED (an
- * RST_STREAM with CANCEL), where grpc-go, which the harness uses, reports
- * UNAVAILABLE. They are treated as UNAVAILABLE so that a broken connection
+ * server process died, a proxy reset the connection, a server shutting down
+ * refused a new stream): connect-node reports these as ABORTED (ECONNRESET,
+ * a destroyed stream), CANCELLED (an RST_STREAM with CANCEL) or INTERNAL (an
+ * RST_STREAM with REFUSED_STREAM), where grpc-go, which the harness uses,
+ * reports UNAVAILABLE. They are treated as UNAVAILABLE so that a broken connection
  * is never read as a rule's answer (ABORTED means "deletion pending" to the
  * schedule store) and callers can tell an outage (issue 9).
  */
 function brokenTransport(ce: ConnectError): boolean {
+  // A stream refused (RST_STREAM REFUSED_STREAM: a server shutting down after GOAWAY) was never processed; connect-node says INTERNAL.
+  if (ce.code === Code.Internal && /NGHTTP2_REFUSED_STREAM/.test(ce.rawMessage)) return true;
   if (ce.code !== Code.Aborted && ce.code !== Code.Canceled) return false;
   if (/^http\/2 stream closed with error code/.test(ce.rawMessage)) return true;
   for (let e: unknown = ce.cause; e instanceof Error; e = e.cause) {

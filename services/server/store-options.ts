@@ -1,4 +1,4 @@
-import type { Command } from "commander";
+import { Command, Option } from "commander";
 import { DEFAULT_REDIS_KEY_PREFIX, type BackendOptions } from "../storage/backend.js";
 
 /** Default of `--store`: an SQLite file under `./data`. */
@@ -37,4 +37,39 @@ export function storeBackendOptions(f: StoreFlags): BackendOptions & { redis: No
     redisKeyPrefix: f.redisKeyPrefix,
     redis: { usernameFile: f.redisUsernameFile, passwordFile: f.redisPasswordFile, tlsCaFile: f.redisTlsCa, allowPlaintext: f.redisAllowPlaintext },
   };
+}
+
+/** One side of a command that reads one store and writes another (`copy`): `from` or `to`. */
+export type StoreSide = "from" | "to";
+
+/**
+ * Adds the store flags of {@link addStoreOptions} for one side of `copy`
+ * (issue 14), named after the side: `--from URL` / `--to URL` instead of
+ * `--store`, and `--from-redis-password-file`, `--to-redis-key-prefix`, ...
+ * for the Redis flags, each with the same meaning and default as its
+ * `serve` counterpart. `--from`/`--to` have no default.
+ */
+export function addSideStoreOptions(command: Command, side: StoreSide, what: string): Command {
+  for (const o of addStoreOptions(new Command()).options) {
+    const store = o.long === "--store";
+    // A copy cannot reach sqlite::memory: (it lives inside its server process).
+    const description = store ? o.description.replace(/sqlite::memory:[^,]*, /, "") : o.description;
+    const option = new Option(o.flags.replace("--store", `--${side}`).replace("--redis-", `--${side}-redis-`), `${what}: ${description}`);
+    if (!store && o.defaultValue !== undefined) option.default(o.defaultValue);
+    command.addOption(option);
+  }
+  return command;
+}
+
+/**
+ * The {@link StoreFlags} of one side from commander's values of the flags
+ * {@link addSideStoreOptions} defined (`fromRedisKeyPrefix` → `redisKeyPrefix`, `from` → `store`).
+ */
+export function sideStoreFlags(values: Record<string, unknown>, side: StoreSide): StoreFlags {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(values)) {
+    if (k === side) out.store = v;
+    else if (k.startsWith(`${side}Redis`)) out[`redis${k.slice(side.length + "Redis".length)}`] = v;
+  }
+  return out as unknown as StoreFlags;
 }

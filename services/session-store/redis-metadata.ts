@@ -76,11 +76,12 @@ const INVERT = 9_007_199_254_740_992n;
  * KEYS[9] `lineage:related` (all of the session's partition).
  * ARGV[1] session id, ARGV[2] format, ARGV[3] payload, ARGV[4] mode (`save`,
  * `create`: only if absent, `backfill`: only the metadata of a snapshot an
- * earlier build stored, unchanged since it was read), ARGV[5] prefix of the
+ * earlier build stored, unchanged since it was read, `import`: a save at the
+ * time ARGV[11] instead of now, for `mecatl-drivers copy`), ARGV[5] prefix of the
  * partition's owner sets (`owner:<hex>` keys are built from it), ARGV[6]
  * owner scope hex or empty, ARGV[7] incarnation or empty (non-sessnap),
  * ARGV[8] row JSON, ARGV[9] record key prefix (id length and id), ARGV[10]
- * record JSON, ARGV[11] `modified_us` expected by `backfill`, ARGV[12..]
+ * record JSON, ARGV[11] `modified_us` expected by `backfill` or given to `import`, ARGV[12..]
  * related prefixes (`<related key>|`).
  * Returns 1 when written (recorded), 0 when nothing was (create of an
  * existing id, or a backfill that found the session changed or already
@@ -96,6 +97,8 @@ if mode == 'backfill' and (prev[1] ~= ARGV[11] or prev[4]) then return 0 end
 local us
 if mode == 'backfill' then
   us = tonumber(prev[1])
+elseif mode == 'import' then
+  us = tonumber(ARGV[11])
 else
   local t = redis.call('TIME')
   us = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -263,7 +266,7 @@ return op_done(redis.call('HMGET', KEYS[1], 'partitions', 'store_id', 'migrated'
 });
 
 /** The first key of a record key range: the id's UTF-8 length as 8 hex digits, then the id. */
-function recordPrefix(sessionId: string): string {
+export function recordPrefix(sessionId: string): string {
   return Buffer.byteLength(sessionId, "utf8").toString(16).padStart(8, "0") + sessionId;
 }
 
@@ -275,8 +278,19 @@ function splitRecordKey(key: string): { sessionId: string; incarnation: string }
 }
 
 /** The related-index prefix of records whose parent, origin or debug target is (id, incarnation). */
-function relatedPrefix(sessionId: string, incarnation: string): string {
+export function relatedPrefix(sessionId: string, incarnation: string): string {
   return `${recordPrefix(sessionId)}|${incarnation}|`;
+}
+
+/** The related-index prefixes of a record with relationship `rel`: one per parent, origin and debug target it names with an incarnation. */
+export function relatedPrefixes(rel: SessionRelationship): string[] {
+  return [
+    [rel.parentSessionId, rel.parentIncarnation],
+    [rel.originSessionId, rel.originIncarnation],
+    [rel.debugTargetSessionId, rel.debugTargetIncarnation],
+  ]
+    .filter(([id, inc]) => id !== "" && inc !== "")
+    .map(([id, inc]) => relatedPrefix(id!, inc!));
 }
 
 /** A byte string that sorts after every member starting with `prefix` (ZRANGE BYLEX upper bound). */
@@ -330,8 +344,31 @@ interface StoredRecord {
   ownerScope: string;
 }
 
+/**
+ * A lineage record from its record key and the values of `lineage:records`
+ * and `lineage:state` under it.
+ *
+ * @throws SyntaxError when the stored record is not JSON (a corrupt store).
+ */
+export function decodeLineage(key: string, record: string, state: string): LineageRecord {
+  const fixed = JSON.parse(record) as StoredRecord;
+  return {
+    ...splitRecordKey(key),
+    kind: fixed.kind,
+    relationship: { ...fixed.relationship, branchIndex: fixed.relationship.branchIndex ?? undefined },
+    ownerScope: Buffer.from(fixed.ownerScope, "hex"),
+    state: state === "retained" ? "retained" : "pruned",
+    deletedAtMicros: state === "retained" ? undefined : Number(state.slice("pruned:".length)),
+  };
+}
+
+/** The form a lineage record's fixed fields are kept in under `lineage:records` (see {@link decodeLineage}). */
+export function encodeLineage(r: LineageRecord): string {
+  return JSON.stringify({ kind: r.kind, relationship: r.relationship, ownerScope: Buffer.from(r.ownerScope).toString("hex") } satisfies StoredRecord);
+}
+
 /** The store-wide facts every call needs, read (and, the first time, written) at start. */
-interface MetaConfig {
+export interface MetaConfig {
   partitions: number;
   storeId: string;
 }
@@ -404,11 +441,12 @@ export class RedisSessionMetadata {
   }
 
   /** The partition of a session: the first 4 bytes of SHA-256 of its id, modulo the partition count. */
-  private partitionOf(config: MetaConfig, sessionId: string): number {
+  partitionOf(config: MetaConfig, sessionId: string): number {
     return createHash("sha256").update(sessionId, "utf8").digest().readUInt32BE(0) % config.partitions;
   }
 
-  private partitionKey(p: number, name: string): string {
+  /** The key `name` (`rows`, `lineage:records`, ...) of partition `p`. */
+  partitionKey(p: number, name: string): string {
     return this.keys.sessionMetaPartition(p) + name;
   }
 
@@ -423,16 +461,7 @@ export class RedisSessionMetadata {
     const m = projection.metadata;
     const row: StoredRow = { a: projection.activityState, b: projection.estimatedBytes, m: m === undefined ? null : encodeMetadata(m) };
     const record: StoredRecord | undefined = m === undefined ? undefined : { kind: m.kind, relationship: m.relationship, ownerScope: Buffer.from(m.ownerScope).toString("hex") };
-    const related =
-      m === undefined
-        ? []
-        : [
-            [m.relationship.parentSessionId, m.relationship.parentIncarnation],
-            [m.relationship.originSessionId, m.relationship.originIncarnation],
-            [m.relationship.debugTargetSessionId, m.relationship.debugTargetIncarnation],
-          ]
-            .filter(([id, inc]) => id !== "" && inc !== "")
-            .map(([id, inc]) => relatedPrefix(id!, inc!));
+    const related = m === undefined ? [] : relatedPrefixes(m.relationship);
     return {
       keys,
       args: (expectedModified = "") => [
@@ -514,18 +543,7 @@ export class RedisSessionMetadata {
       [min, max, cut],
     )) as string[];
     const out: LineageRecord[] = [];
-    for (let i = 0; i + 2 < flat.length; i += 3) {
-      const fixed = JSON.parse(flat[i + 1]!) as StoredRecord;
-      const state = flat[i + 2]!;
-      out.push({
-        ...splitRecordKey(flat[i]!),
-        kind: fixed.kind,
-        relationship: { ...fixed.relationship, branchIndex: fixed.relationship.branchIndex ?? undefined },
-        ownerScope: Buffer.from(fixed.ownerScope, "hex"),
-        state: state === "retained" ? "retained" : "pruned",
-        deletedAtMicros: state === "retained" ? undefined : Number(state.slice("pruned:".length)),
-      });
-    }
+    for (let i = 0; i + 2 < flat.length; i += 3) out.push(decodeLineage(flat[i]!, flat[i + 1]!, flat[i + 2]!));
     return out;
   }
 

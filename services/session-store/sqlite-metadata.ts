@@ -82,34 +82,45 @@ function bumpScope(db: Database.Database, scope: string, delta: number): void {
   ).run(scope, delta);
 }
 
+/** The (id, incarnation) columns of one relation: NULLs when the incarnation is unset. */
 function relatedOrNull(id: string, incarnation: string): [string | null, string | null] {
   return incarnation === "" ? [null, null] : [id, incarnation];
 }
 
-/** Upserts a retained lineage record, or marks one pruned. */
-function putLineage(db: Database.Database, sessionId: string, projection: SessionProjection): void {
-  const m = projection.metadata!;
-  const r = m.relationship;
+/**
+ * Upserts a lineage record exactly as given (state and deletion time
+ * included), with its three related (id, incarnation) columns.
+ */
+export function upsertLineage(db: Database.Database, r: LineageRecord): void {
+  const rel = r.relationship;
   db.prepare(
     `INSERT INTO session_lineage (session_id, incarnation, kind, relationship, parent_session_id, parent_incarnation, origin_session_id, origin_incarnation,
                                   debug_target_session_id, debug_target_incarnation, owner_scope, state, deleted_us)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'retained', NULL)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
      ON CONFLICT (session_id, incarnation) DO UPDATE SET
        kind = excluded.kind, relationship = excluded.relationship,
        parent_session_id = excluded.parent_session_id, parent_incarnation = excluded.parent_incarnation,
        origin_session_id = excluded.origin_session_id, origin_incarnation = excluded.origin_incarnation,
        debug_target_session_id = excluded.debug_target_session_id, debug_target_incarnation = excluded.debug_target_incarnation,
-       owner_scope = excluded.owner_scope, state = 'retained', deleted_us = NULL`,
+       owner_scope = excluded.owner_scope, state = excluded.state, deleted_us = excluded.deleted_us`,
   ).run(
-    sessionId,
-    m.incarnation,
-    m.kind,
-    JSON.stringify(r),
-    ...relatedOrNull(r.parentSessionId, r.parentIncarnation),
-    ...relatedOrNull(r.originSessionId, r.originIncarnation),
-    ...relatedOrNull(r.debugTargetSessionId, r.debugTargetIncarnation),
-    Buffer.from(m.ownerScope),
+    r.sessionId,
+    r.incarnation,
+    r.kind,
+    JSON.stringify(rel),
+    ...relatedOrNull(rel.parentSessionId, rel.parentIncarnation),
+    ...relatedOrNull(rel.originSessionId, rel.originIncarnation),
+    ...relatedOrNull(rel.debugTargetSessionId, rel.debugTargetIncarnation),
+    Buffer.from(r.ownerScope),
+    r.state,
+    r.deletedAtMicros ?? null,
   );
+}
+
+/** Upserts the retained lineage record of the projected incarnation. */
+function putLineage(db: Database.Database, sessionId: string, projection: SessionProjection): void {
+  const m = projection.metadata!;
+  upsertLineage(db, { sessionId, incarnation: m.incarnation, kind: m.kind, relationship: m.relationship, ownerScope: m.ownerScope, state: "retained", deletedAtMicros: undefined });
 }
 
 function pruneLineage(db: Database.Database, sessionId: string, incarnation: string, nowMicros: number): void {
@@ -221,7 +232,8 @@ export function readMetadataPage(db: Database.Database, q: MetadataPageQuery): M
   })();
 }
 
-interface LineageDbRow {
+/** A `session_lineage` row as {@link LINEAGE_COLUMNS} reads it. */
+export interface LineageDbRow {
   session_id: string;
   incarnation: string;
   kind: string;
@@ -231,7 +243,8 @@ interface LineageDbRow {
   deleted_us: number | null;
 }
 
-function toLineageRecord(r: LineageDbRow): LineageRecord {
+/** A `session_lineage` row as a {@link LineageRecord}. */
+export function toLineageRecord(r: LineageDbRow): LineageRecord {
   const rel = JSON.parse(r.relationship) as SessionRelationship;
   return {
     sessionId: r.session_id,
@@ -244,7 +257,8 @@ function toLineageRecord(r: LineageDbRow): LineageRecord {
   };
 }
 
-const LINEAGE_COLUMNS = "session_id, incarnation, kind, relationship, owner_scope, state, deleted_us";
+/** The columns of `session_lineage` a {@link LineageDbRow} holds. */
+export const LINEAGE_COLUMNS = "session_id, incarnation, kind, relationship, owner_scope, state, deleted_us";
 const DIRECTLY_RELATED = `((parent_session_id = :root AND parent_incarnation = :inc) OR (origin_session_id = :root AND origin_incarnation = :inc)
   OR (debug_target_session_id = :root AND debug_target_incarnation = :inc))`;
 

@@ -3,7 +3,7 @@ import type { RedisKeys } from "./redis-keys.js";
 import { STORE_KINDS, type KindSize, type StoreKind } from "./store-kinds.js";
 
 /** Escapes Redis glob characters so that `text` matches only itself in SCAN MATCH. */
-function globLiteral(text: string): string {
+export function globLiteral(text: string): string {
   return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
 }
 

@@ -4,6 +4,7 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { sqliteOps, type SqliteOps } from "./sqlite-registry.js";
 import type { SqliteDurabilitySettings } from "./sqlite-schema.js";
+import type { SqliteSpaceSettings } from "./sqlite-maintenance.js";
 import { EXPIRED_CODE, sqliteFailure, sqliteTimeout, type SqliteFailureContext } from "./sqlite-failure.js";
 import { StoreFailure, isStoreFailure } from "./store-failure.js";
 import type { ProbeResult } from "./sqlite-probe.js";
@@ -96,8 +97,8 @@ export class SqliteDatabase extends EventEmitter {
 
   private constructor(
     readonly path: string,
-    /** journal_mode and synchronous as the worker's connection reported them after opening. */
-    readonly settings: SqliteDurabilitySettings,
+    /** journal_mode and synchronous as the worker's connection reported them after opening, and (a read-write file) how it gives space back. */
+    readonly settings: SqliteDurabilitySettings & Partial<SqliteSpaceSettings>,
     private readonly worker: Worker,
     private readonly port: import("node:worker_threads").MessagePort,
     private readonly context: { read: SqliteFailureContext; write: SqliteFailureContext },

@@ -4,6 +4,7 @@ import { sessionStoreOps, sessionStoreMigrations } from "../session-store/sqlite
 import { eventLogOps, eventLogMigrations } from "../event-log/sqlite-ops.js";
 import { sessionLeaseOps, sessionLeaseMigrations } from "../session-lease/sqlite-ops.js";
 import { scheduleStoreOps, scheduleStoreMigrations } from "../schedule-store/sqlite-ops.js";
+import { sqliteCopyOps } from "../copy/sqlite-copy-ops.js";
 
 /**
  * Where each kind of record lives in the schema the services below create,
@@ -31,6 +32,8 @@ export const sqliteOps = {
   ...eventLogOps,
   ...sessionLeaseOps,
   ...scheduleStoreOps,
+  /** Export/import for `mecatl-drivers copy` (issue 14). */
+  ...sqliteCopyOps,
 } satisfies OpTable;
 
 /** The operation names and their argument/result types, for typed calls. */

@@ -22,6 +22,7 @@ import type { OpContext } from "./sqlite-op.js";
 import { applyPragmas, migrate, readDurabilitySettings, rollbackIfOpen } from "./sqlite-schema.js";
 import { probeWrite, storageMigrations } from "./sqlite-probe.js";
 import { EXPIRED_CODE } from "./sqlite-failure.js";
+import { prepareSpace, SqliteMaintenance, type SqliteSpaceSettings } from "./sqlite-maintenance.js";
 import type { GroupCommitReport } from "../tracing/group-commit-span.js";
 
 interface Request {
@@ -46,6 +47,8 @@ const port = init.port;
 const ops = sqliteOps as Record<string, { kind: "read" | "write"; run: (db: Database.Database, args: unknown, ctx: OpContext) => unknown }>;
 
 let db: Database.Database;
+/** Space reclamation (sqlite-maintenance.ts), for a read-write file only. */
+let space: SqliteSpaceSettings | undefined;
 try {
   if (init.readonly) {
     db = new Database(init.path, { readonly: true, fileMustExist: true });
@@ -53,9 +56,10 @@ try {
   } else {
     db = new Database(init.path);
     applyPragmas(db, { busyTimeoutMs: init.busyTimeoutMs, durable: init.durable });
+    if (!db.memory) space = prepareSpace(db);
     migrate(db, [...sqliteMigrations, ...storageMigrations]);
   }
-  parentPort!.postMessage({ type: "ready", settings: readDurabilitySettings(db) });
+  parentPort!.postMessage({ type: "ready", settings: { ...readDurabilitySettings(db), ...space } });
 } catch (err) {
   parentPort!.postMessage({ type: "failed", message: (err as Error).message });
   process.exit(1);
@@ -63,6 +67,7 @@ try {
 
 const queue: Request[] = [];
 let scheduled = false;
+const maintenance = space === undefined ? undefined : new SqliteMaintenance(db, () => scheduled || queue.length > 0);
 let closing = false;
 let probeWanted = false;
 
@@ -123,11 +128,14 @@ function drain(): void {
     notifications.length = 0;
   }
   port.postMessage({ type: "replies", replies, notifications, commit });
+  // runBatch set `commit` when the batch had writes (control-flow analysis cannot see that).
+  maintenance?.afterDrain((commit as GroupCommitReport | undefined)?.size ?? 0);
   if (probeWanted) {
     probeWanted = false;
     port.postMessage({ type: "probe", result: probeWrite(db, init.path) });
   }
   if (closing && queue.length === 0) {
+    maintenance?.stop();
     db.close();
     port.postMessage({ type: "closed" });
     port.close();

@@ -93,7 +93,8 @@ export function dockerIgnorePatterns(text: string): string[] {
     .filter((l) => l !== "" && !l.startsWith("#"));
 }
 
-const IMPORT = /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)["']([^"']+)["']/g;
+/** An import specifier after `from` or `import`; a specifier has no white space, which keeps prose such as `from ", "` inside strings out. */
+const IMPORT = /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)["']([^"'\s]+)["']/g;
 
 /**
  * Every source file the program starting at `entry` (a `.ts` path relative to
