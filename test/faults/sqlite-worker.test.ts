@@ -16,9 +16,14 @@ import { mountSmallFilesystem } from "../helpers/tmpfs.js";
  * than `--store-timeout` here) must be chosen exactly.
  */
 const { SqliteDatabase } = (await import(pathToFileURL(join(dirname(MAIN), "../storage/sqlite-database.js")).href)) as typeof import("../../services/storage/sqlite-database.js");
+const { projectSnapshot } = (await import(pathToFileURL(join(dirname(MAIN), "../session-store/projection.js")).href)) as typeof import("../../services/session-store/projection.js");
 type Db = Awaited<ReturnType<typeof SqliteDatabase.open>>;
 
-const snapshot = (bytes: number) => ({ format: "sessnap-json/1", payload: new Uint8Array(bytes).fill(0x61) });
+/** A Save of `bytes` bytes (not a sessnap object, so projected as id, time and size only), as the session store sends it. */
+const save = (db: Db, sessionId: string, bytes: number) => {
+  const payload = new Uint8Array(bytes).fill(0x61);
+  return db.call("session.save", { sessionId, snapshot: { format: "sessnap-json/1", payload }, projection: projectSnapshot(sessionId, payload, "") });
+};
 /** The StoreFailure kind a call failed with ("OK" when it succeeded). */
 const outcomes = async (calls: Array<Promise<unknown>>) =>
   (await Promise.allSettled(calls)).map((r) => (r.status === "fulfilled" ? "OK" : String((r.reason as { kind?: string }).kind ?? (r.reason as Error).message)));
@@ -40,17 +45,17 @@ describe("the SQLite worker", () => {
     const path = join(dir, "store.sqlite");
     // The lock wait outlasts the call's deadline (the server keeps it at ¾ of --store-timeout; a stalled file system need not).
     const db = await open(path, { storeTimeoutMs: 1000, busyTimeoutMs: 60_000 });
-    await db.call("session.save", { sessionId: "warm", snapshot: snapshot(1) });
+    await save(db, "warm", 1);
 
     const holder = new Database(path);
     cleanups.push(() => holder.close());
     holder.exec("BEGIN IMMEDIATE");
-    const late = db.call("session.save", { sessionId: "late", snapshot: snapshot(1) });
+    const late = save(db, "late", 1);
     expect(await outcomes([late])).toEqual(["outcome_unknown"]);
     // The caller has its answer; now the worker's BEGIN IMMEDIATE gets the lock.
     holder.exec("ROLLBACK");
     // One worker answers in order: this write is answered after the late one was dropped or applied.
-    await db.call("session.save", { sessionId: "after", snapshot: snapshot(1) });
+    await save(db, "after", 1);
     expect(await db.call("session.load", { sessionId: "late" })).toBeUndefined();
     expect(await db.call("session.load", { sessionId: "after" })).toBeDefined();
   });
@@ -60,15 +65,15 @@ describe("the SQLite worker", () => {
     if (typeof fs === "string") return ctx.skip(fs);
     cleanups.push(() => fs.remove());
     const db = await open(join(fs.dir, "store.sqlite"), { storeTimeoutMs: 10_000 });
-    await db.call("session.save", { sessionId: "kept", snapshot: snapshot(1) });
+    await save(db, "kept", 1);
 
     fs.fill();
     // Calls made in one turn go to the worker in one message, so they form one group commit, in this
     // order: the small write fits in the page cache; the 20 MiB one outgrows the cache (16 MB, better-sqlite3's
     // default) and spills it to the WAL mid-transaction, which the full disk refuses, and SQLite rolls the
     // whole transaction back, the small write with it. (A write that fits in the cache fails at COMMIT instead.)
-    const small = db.call("session.save", { sessionId: "small", snapshot: snapshot(16) });
-    const big = db.call("session.save", { sessionId: "big", snapshot: snapshot(20 * 1024 * 1024) });
+    const small = save(db, "small", 16);
+    const big = save(db, "big", 20 * 1024 * 1024);
     expect(await outcomes([small, big])).toEqual(["disk_full", "disk_full"]);
 
     fs.free();
