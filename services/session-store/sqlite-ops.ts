@@ -1,5 +1,6 @@
 import { SCAN_PAGE_ENTRIES, takePage, type Page } from "../storage/index-scan.js";
-import { readOp, writeOp, type Migration, type OpContext } from "../storage/sqlite-op.js";
+import { fitting, inlineReadOp, readOp, writeOp, type Migration, type OpContext } from "../storage/sqlite-op.js";
+import { statement } from "../storage/sqlite-statement.js";
 import { projectStoredSnapshot, type SessionProjection } from "./projection.js";
 import { metadataMigration, readLineage, readMetadataPage, removeProjection, writeProjection } from "./sqlite-metadata.js";
 import type { LineageQuery, MetadataPageQuery, StoredSessionInfo, StoredSnapshot } from "./store.js";
@@ -55,7 +56,8 @@ interface WriteArgs {
 export const sessionStoreOps = {
   "session.save": writeOp((db, a: WriteArgs) => {
     const now = saveMicros();
-    db.prepare(
+    statement(
+      db,
       `INSERT INTO sessions (session_id, format, payload, modified_us) VALUES (?, ?, ?, ?)
        ON CONFLICT (session_id) DO UPDATE SET format = excluded.format, payload = excluded.payload, modified_us = excluded.modified_us`,
     ).run(a.sessionId, a.snapshot.format, a.snapshot.payload, now);
@@ -63,28 +65,30 @@ export const sessionStoreOps = {
   }),
   "session.create": writeOp((db, a: WriteArgs): boolean => {
     const now = saveMicros();
-    const r = db
-      .prepare(`INSERT INTO sessions (session_id, format, payload, modified_us) VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING`)
-      .run(a.sessionId, a.snapshot.format, a.snapshot.payload, now);
+    const r = statement(db, `INSERT INTO sessions (session_id, format, payload, modified_us) VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING`).run(a.sessionId, a.snapshot.format, a.snapshot.payload, now);
     if (r.changes !== 1) return false;
     writeProjection(db, a.sessionId, now, a.projection);
     return true;
   }),
-  "session.load": readOp((db, a: { sessionId: string }): StoredSnapshot | undefined => {
-    const row = db.prepare<[string], { format: string; payload: Buffer }>(`SELECT format, payload FROM sessions WHERE session_id = ?`).get(a.sessionId);
+  /** Inline (on the main thread) for a snapshot of at most 1 MiB; a larger one is read by the reader worker. */
+  "session.load": inlineReadOp((db, a: { sessionId: string }, ctx): StoredSnapshot | undefined => {
+    const row = fitting(
+      statement<[string, number], { format: string; payload: Buffer }>(db, `SELECT format, payload FROM sessions WHERE session_id = ? AND length(payload) <= ?`).get(a.sessionId, ctx.readBytes),
+      () => statement(db, `SELECT 1 FROM sessions WHERE session_id = ?`).get(a.sessionId) !== undefined,
+    );
     return row === undefined ? undefined : { format: row.format, payload: row.payload };
   }),
   /** One page of List: ids in byte order strictly after `after` (keyset over the primary key). */
   "session.listPage": readOp((db, a: { after: string | undefined }): Page<StoredSessionInfo, string> => {
     const rows =
       a.after === undefined
-        ? db.prepare<[number], SessionRow>(`SELECT session_id, modified_us FROM sessions ORDER BY session_id LIMIT ?`).iterate(SCAN_PAGE_ENTRIES)
-        : db.prepare<[string, number], SessionRow>(`SELECT session_id, modified_us FROM sessions WHERE session_id > ? ORDER BY session_id LIMIT ?`).iterate(a.after, SCAN_PAGE_ENTRIES);
+        ? statement<[number], SessionRow>(db, `SELECT session_id, modified_us FROM sessions ORDER BY session_id LIMIT ?`).iterate(SCAN_PAGE_ENTRIES)
+        : statement<[string, number], SessionRow>(db, `SELECT session_id, modified_us FROM sessions WHERE session_id > ? ORDER BY session_id LIMIT ?`).iterate(a.after, SCAN_PAGE_ENTRIES);
     return takePage(rows, (r) => ({ sessionId: r.session_id, modifiedAtMicros: r.modified_us }), (r) => r.session_id.length, (r) => r.session_id);
   }),
-  "session.count": readOp((db, _a: Record<string, never>): number => db.prepare<[], { n: number }>(`SELECT count(*) AS n FROM sessions`).get()!.n),
+  "session.count": readOp((db, _a: Record<string, never>): number => statement<[], { n: number }>(db, `SELECT count(*) AS n FROM sessions`).get()!.n),
   "session.delete": writeOp((db, a: { sessionId: string }, ctx) => {
-    db.prepare(`DELETE FROM sessions WHERE session_id = ?`).run(a.sessionId);
+    statement(db, `DELETE FROM sessions WHERE session_id = ?`).run(a.sessionId);
     removeProjection(db, a.sessionId, saveMicros());
     for (const hook of sessionDeleteHooks) hook(db, a.sessionId, ctx);
   }),
