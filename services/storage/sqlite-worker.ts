@@ -22,7 +22,7 @@
  */
 import { parentPort, workerData, receiveMessageOnPort, type MessagePort } from "node:worker_threads";
 import Database from "better-sqlite3";
-import { sqliteOps, sqliteMigrations } from "./sqlite-registry.js";
+import { sqliteOps, sqliteMigrations, sqliteStartupTasks } from "./sqlite-registry.js";
 import { UNLIMITED_READ_BYTES, type OpContext } from "./sqlite-op.js";
 import { transferables } from "./sqlite-transfer.js";
 import { applyPragmas, migrate, readDurabilitySettings, rollbackIfOpen } from "./sqlite-schema.js";
@@ -64,6 +64,7 @@ try {
     applyPragmas(db, { busyTimeoutMs: init.busyTimeoutMs, durable: init.durable });
     if (!db.memory) space = prepareSpace(db);
     migrate(db, [...sqliteMigrations, ...storageMigrations]);
+    for (const task of sqliteStartupTasks) db.transaction(() => task(db)).immediate();
   }
   parentPort!.postMessage({ type: "ready", settings: { ...readDurabilitySettings(db), ...space } });
 } catch (err) {
