@@ -7,6 +7,7 @@ import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
 import { DEFAULT_REDIS_KEY_PREFIX, DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
 import { MAX_LEASE_TTL_MS } from "../session-lease/rules.js";
+import { DEFAULT_FOLLOW_POLL_MS } from "../event-log/sqlite-feed.js";
 import { addStoreOptions, storeBackendOptions, type StoreFlags } from "./store-options.js";
 
 /**
@@ -109,6 +110,17 @@ function refuseRedisFlagsForSqlite(f: ServeFlags): void {
   if (flag !== undefined) throw new StartupError(`${flag} applies to Redis stores only, and --store is ${JSON.stringify(f.store)}; drop the flag or use a redis:// or rediss:// --store`);
 }
 
+/**
+ * Refuses SQLite flags given with a Redis store (Redis followers wake on
+ * Pub/Sub and never poll).
+ *
+ * @throws StartupError naming the flag.
+ */
+function refuseSqliteFlagsForRedis(f: ServeFlags): void {
+  if (f.store.startsWith("sqlite:") || f.followPollInterval === DEFAULT_FOLLOW_POLL_MS) return;
+  throw new StartupError(`--follow-poll-interval applies to SQLite stores only, and --store is ${JSON.stringify(f.store)}; drop the flag (Redis followers wake on Pub/Sub)`);
+}
+
 /** Flag values of `serve` as commander hands them over. */
 interface ServeFlags extends StoreFlags {
   listen: string;
@@ -117,6 +129,7 @@ interface ServeFlags extends StoreFlags {
   leaseTtl: number;
   maxFollowers: number;
   followBuffer: number;
+  followPollInterval: number;
   tlsCert?: string;
   tlsKey?: string;
   tlsClientCa?: string;
@@ -150,6 +163,7 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
   if ((f.tlsCert === undefined) !== (f.tlsKey === undefined)) throw new StartupError("--tls-cert and --tls-key go together; give both or neither");
   if (f.tlsClientCa !== undefined && f.tlsCert === undefined) throw new StartupError("--tls-client-ca needs --tls-cert and --tls-key");
   refuseRedisFlagsForSqlite(f);
+  refuseSqliteFlagsForRedis(f);
   if ((f.metricsTlsCert === undefined) !== (f.metricsTlsKey === undefined)) throw new StartupError("--metrics-tls-cert and --metrics-tls-key go together; give both or neither");
   if (f.metricsTlsClientCa !== undefined && f.metricsTlsCert === undefined) throw new StartupError("--metrics-tls-client-ca needs --metrics-tls-cert and --metrics-tls-key");
   if (f.metricsTlsCert !== undefined && f.metricsListen === undefined) throw new StartupError("--metrics-tls-cert needs --metrics-listen");
@@ -166,7 +180,7 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
     metricsTls: f.metricsTlsCert === undefined ? undefined : { certFile: f.metricsTlsCert, keyFile: f.metricsTlsKey!, clientCaFile: f.metricsTlsClientCa },
     storeSizeIntervalMs: f.storeSizeInterval,
     backend: { ...store, storeTimeoutMs: f.storeTimeout, redis: { ...store.redis, durability: f.redisDurability } },
-    settings: { leaseTtlMs: f.leaseTtl, maxFollowers: f.maxFollowers, followBuffer: f.followBuffer },
+    settings: { leaseTtlMs: f.leaseTtl, maxFollowers: f.maxFollowers, followBuffer: f.followBuffer, followPollIntervalMs: f.followPollInterval },
     shutdownGraceMs: f.shutdownGrace,
     connections: {
       keepaliveTimeMs: f.keepaliveTime,
@@ -210,6 +224,14 @@ export function serveCommand(): Command {
     .addOption(new Option("--lease-ttl <duration>", "lifetime of a session lease (at most 365d)").default(30_000, "30s").argParser(parseLeaseTtl))
     .option("--max-followers <n>", "most concurrent ReadAfter follow streams in this process", parsePositiveInt, 4096)
     .option("--follow-buffer <n>", "records queued for one slow follower before its stream ends with follow_lagging", parsePositiveInt, 1024)
+    .addOption(
+      new Option(
+        "--follow-poll-interval <duration>",
+        "SQLite: how often followers check for appends by other server processes on the same file besides waking on each change of its WAL (a safety net)",
+      )
+        .default(DEFAULT_FOLLOW_POLL_MS, "1s")
+        .argParser(parseDuration),
+    )
     .option("--tls-cert <file>", "PEM certificate chain for TLS")
     .option("--tls-key <file>", "PEM private key for TLS")
     .option("--tls-client-ca <file>", "require client certificates signed by this PEM CA (mTLS)")

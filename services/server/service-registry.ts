@@ -29,6 +29,8 @@ export interface ServiceSettings {
   maxFollowers: number;
   /** Records buffered per follower before it is ended with `follow_lagging` (`--follow-buffer`). */
   followBuffer: number;
+  /** Milliseconds between safety checks for other processes' appends on an SQLite store (`--follow-poll-interval`, default 1 s; issue 11). */
+  followPollIntervalMs: number;
 }
 
 /** What a service module gets to build its implementations. */
