@@ -20,13 +20,10 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir, loadavg } from "node:os";
 import { join } from "node:path";
-import { SessionStoreService } from "../gen/mecatl/driver/v1/session_store_pb.js";
-import { SessionLeaseService } from "../gen/mecatl/driver/v1/session_lease_pb.js";
-import { EventLogService } from "../gen/mecatl/driver/v1/event_log_pb.js";
-import { startServer, type ServerProcess } from "../test/helpers/server.js";
+import { startServer } from "../test/helpers/server.js";
 import { spawnRedis } from "../test/helpers/redis-server.js";
-import { rawGrpcClient, rawUnary } from "../test/helpers/raw-grpc.js";
 import { startTransportFloor } from "./lib/floor.js";
+import { driverUnaryOps, floorUnaryOps, type Op } from "./lib/unary-ops.js";
 import { interleaved, processCpu, type PhaseResult } from "./lib/interleave.js";
 import { fmt } from "./lib/measure.js";
 
@@ -36,41 +33,10 @@ const BACKENDS = (process.argv[3] ?? "sqlite,redis").split(",");
 const BASELINE = process.argv[4];
 const IN_FLIGHT = 64;
 const SLICE = 2_000;
-const KiB = 1024;
-/** Size of a LeaseResponse and an AppendResponse on the wire, roughly: what the floor answers for them. */
-const SMALL_ANSWER = 60;
-
-type Op = (worker: number, item: number) => Promise<unknown>;
-
-/** The driver's three operations against one server, after seeding what they need. */
-async function driverOps(server: ServerProcess): Promise<Record<string, Op>> {
-  const store = rawGrpcClient(SessionStoreService, server.address);
-  const leases = rawGrpcClient(SessionLeaseService, server.address);
-  const log = rawGrpcClient(EventLogService, server.address);
-  const ids = 1000;
-  for (let i = 0; i < ids; i++) {
-    await rawUnary(store, SessionStoreService.method.save, { sessionId: `bench-${i}`, snapshot: { format: "sessnap-json/1", payload: Buffer.alloc(KiB, 0x61) } });
-  }
-  const held = await Promise.all(
-    Array.from({ length: IN_FLIGHT }, async (_, w) => (await rawUnary(leases, SessionLeaseService.method.acquire, { sessionId: `lease-${w}`, owner: `owner-${w}` })).lease!),
-  );
-  const event = { format: "eventlog-json/1", payload: Buffer.from(JSON.stringify({ type: "message", text: "x".repeat(160) })) };
-  return {
-    "Load 1 KiB": (_w, i) => rawUnary(store, SessionStoreService.method.load, { sessionId: `bench-${i % ids}` }),
-    Renew: async (w) => {
-      held[w] = (await rawUnary(leases, SessionLeaseService.method.renew, { lease: held[w] })).lease!;
-    },
-    Append: (w) => rawUnary(log, EventLogService.method.append, { sessionId: `log-${w}`, event }),
-  };
-}
 
 async function main() {
   const floor = await startTransportFloor();
-  const floorOps: Record<string, Op> = {
-    "Load 1 KiB": () => floor.source(KiB),
-    Renew: () => floor.source(SMALL_ANSWER),
-    Append: () => floor.sink(Buffer.alloc(220, 0x62)),
-  };
+  const floorOps: Record<string, Op> = floorUnaryOps(floor);
   const builds = [{ name: "driver", main: undefined as string | undefined }, ...(BASELINE === undefined ? [] : [{ name: "baseline driver", main: BASELINE }])];
   const dir = mkdtempSync(join(tmpdir(), "mecatl-bench-"));
   const redis = BACKENDS.includes("redis") ? await spawnRedis() : undefined;
@@ -85,7 +51,7 @@ async function main() {
         ),
       ),
     );
-    const ops = await Promise.all(servers.map((server) => driverOps(server)));
+    const ops: Array<Record<string, Op>> = await Promise.all(servers.map((server) => driverUnaryOps(server.address, IN_FLIGHT)));
     for (const op of Object.keys(floorOps)) {
       // CPU is metered per contender: the floor's server process, then each driver's.
       const meters = [processCpu([floor.pid], false), ...servers.map((server) => processCpu([server.proc.pid!], false))];

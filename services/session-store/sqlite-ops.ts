@@ -1,6 +1,6 @@
 import { SCAN_PAGE_ENTRIES, takePage, type Page } from "../storage/index-scan.js";
 import type Database from "better-sqlite3";
-import { inlineReadOp, NeedsWorker, readOp, UNLIMITED_READ_BYTES, writeOp, type Migration, type OpContext } from "../storage/sqlite-op.js";
+import { inlineReadOp, largeWriteOp, NeedsWorker, readOp, UNLIMITED_READ_BYTES, writeOp, type Migration, type OpContext } from "../storage/sqlite-op.js";
 import { statement } from "../storage/sqlite-statement.js";
 import { projectStoredSnapshot, type SessionProjection } from "./projection.js";
 import { abandonStage, beginStage, blobMigration, dropChunks, endStage, readBlob, writeChunk } from "./sqlite-blobs.js";
@@ -130,11 +130,11 @@ export const sessionStoreOps = {
   /** Starts staging a large payload for process `owner` (storage/process-identity.ts); answers the blob id. */
   "session.stage": writeOp((db, a: { owner: string }): number => beginStage(db, a.owner)),
   /** One chunk of a staged payload, in its own transaction. */
-  "session.stageChunk": writeOp((db, a: { blobId: number; seq: number; bytes: Uint8Array }) => writeChunk(db, a.blobId, a.seq, a.bytes)),
+  "session.stageChunk": largeWriteOp((db, a: { blobId: number; seq: number; bytes: Uint8Array }) => writeChunk(db, a.blobId, a.seq, a.bytes)),
   /** Gives up a staging (a Save that failed midway). */
   "session.unstage": writeOp((db, a: { blobId: number }) => abandonStage(db, a.blobId)),
   /** Deletes a few chunks of a garbage blob; answers how many (0: nothing left). */
-  "session.dropChunks": writeOp((db, a: { blobId: number }): number => dropChunks(db, a.blobId)),
+  "session.dropChunks": largeWriteOp((db, a: { blobId: number }): number => dropChunks(db, a.blobId)),
   /**
    * Inline (on the main thread) for a payload of at most 1 MiB held in the
    * row; a larger one, or one held in a blob, is read by the reader worker.

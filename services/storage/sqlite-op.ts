@@ -61,6 +61,12 @@ export interface SqliteOp<A, R> {
   readonly kind: "read" | "write";
   /** For a read: whether it may run on the main thread (see above). */
   readonly inline: boolean;
+  /**
+   * For a write that moves a lot of data (a staged 1 MiB chunk, a chunk
+   * drop): committed after the small writes queued with it, in a transaction
+   * of its own, so that they never wait for its insert (issue 11).
+   */
+  readonly large?: boolean;
   run(db: Database.Database, args: A, ctx: OpContext): R;
 }
 
@@ -84,6 +90,11 @@ export function inlineReadOp<A, R>(run: (db: Database.Database, args: A, ctx: Op
 /** Declares a write operation (group-committed, durable before it answers). */
 export function writeOp<A, R>(run: (db: Database.Database, args: A, ctx: OpContext) => R): SqliteOp<A, R> {
   return { kind: "write", inline: false, run };
+}
+
+/** Declares a large write (see {@link SqliteOp.large}): group-committed with other large writes only. */
+export function largeWriteOp<A, R>(run: (db: Database.Database, args: A, ctx: OpContext) => R): SqliteOp<A, R> {
+  return { kind: "write", inline: false, large: true, run };
 }
 
 /**

@@ -50,7 +50,7 @@ interface WorkerInit {
 
 const init = workerData as WorkerInit;
 const port = init.port;
-const ops = sqliteOps as Record<string, { kind: "read" | "write"; run: (db: Database.Database, args: unknown, ctx: OpContext) => unknown }>;
+const ops = sqliteOps as Record<string, { kind: "read" | "write"; large?: boolean; run: (db: Database.Database, args: unknown, ctx: OpContext) => unknown }>;
 
 let db: Database.Database;
 /** Space reclamation (sqlite-maintenance.ts), for a read-write file only. */
@@ -116,27 +116,23 @@ function expiredReply(id: number): Reply {
 }
 
 /**
- * Answers everything queued. Never throws: an error no operation expected
- * (say, SQLite rolled a transaction back under us) is answered to every
- * request of the batch, and the worker goes on serving.
+ * Answers everything queued, in two parts: the reads and small writes
+ * first, then the large writes (staged chunks; issue 11), each part with its
+ * own group commit and its own reply message, so that a small write never
+ * waits for a large one's insert. Never throws: an error no operation
+ * expected (say, SQLite rolled a transaction back under us) is answered to
+ * every request of its part, and the worker goes on serving.
  */
 function drain(): void {
   scheduled = false;
   for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port)) accept(m.message as Message);
   const batch = queue.splice(0);
-  commit = undefined;
-  const notifications: Notification[] = [];
-  let replies: Reply[];
-  try {
-    replies = runBatch(batch, notifications);
-  } catch (err) {
-    rollbackIfOpen(db);
-    replies = batch.map((r) => errorReply(r.id, err));
-    notifications.length = 0;
+  const large = batch.filter((r) => ops[r.op]?.large === true);
+  let writes = 0;
+  for (const part of [large.length === 0 ? batch : batch.filter((r) => ops[r.op]?.large !== true), large]) {
+    if (part.length > 0) writes += answer(part);
   }
-  port.postMessage({ type: "replies", replies, notifications, commit }, transferables(replies));
-  // runBatch set `commit` when the batch had writes (control-flow analysis cannot see that).
-  maintenance?.afterDrain((commit as GroupCommitReport | undefined)?.size ?? 0);
+  maintenance?.afterDrain(writes);
   if (probeWanted) {
     probeWanted = false;
     port.postMessage({ type: "probe", result: probeWrite(db, init.path) });
@@ -147,6 +143,23 @@ function drain(): void {
     port.postMessage({ type: "closed" });
     port.close();
   }
+}
+
+/** Runs one part of a batch and posts its replies; returns the number of writes its group commit carried. */
+function answer(part: Request[]): number {
+  commit = undefined;
+  const notifications: Notification[] = [];
+  let replies: Reply[];
+  try {
+    replies = runBatch(part, notifications);
+  } catch (err) {
+    rollbackIfOpen(db);
+    replies = part.map((r) => errorReply(r.id, err));
+    notifications.length = 0;
+  }
+  port.postMessage({ type: "replies", replies, notifications, commit }, transferables(replies));
+  // runBatch set `commit` when the part had writes (control-flow analysis cannot see that).
+  return (commit as GroupCommitReport | undefined)?.size ?? 0;
 }
 
 /** Answers the reads at once and runs the writes as one group commit. */

@@ -6,7 +6,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { SessionLeaseService } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
-import { startServer, type ServerProcess } from "../helpers/server.js";
+import { dirname } from "node:path";
+import { pathToFileURL } from "node:url";
+import { MAIN, startServer, type ServerProcess } from "../helpers/server.js";
 import { spawnRedis, type SpawnedRedis } from "../helpers/redis-server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
@@ -32,6 +34,8 @@ function payload(n: number, seed: number): Buffer {
 
 const same = (a: Uint8Array | undefined, b: Uint8Array) => a !== undefined && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(b);
 
+const { SqliteDatabase } = (await import(pathToFileURL(join(dirname(MAIN), "../storage/sqlite-database.js")).href)) as typeof import("../../services/storage/sqlite-database.js");
+
 describe("large writes on SQLite", () => {
   const cleanups: Array<() => unknown> = [];
   afterEach(async () => {
@@ -55,6 +59,25 @@ describe("large writes on SQLite", () => {
     const stages = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM session_stages");
     return () => ({ chunks: chunks.get()!.n, stages: stages.get()!.n });
   }
+
+  test("a staged chunk and small writes queued together are committed apart, the small writes first", async () => {
+    const db = await SqliteDatabase.open({ path: tempFile() });
+    cleanups.push(() => db.close());
+    const commits: number[] = [];
+    db.on("commit", (writes: number) => commits.push(writes));
+    const blobId = await db.call("session.stage", { owner: "test" });
+    commits.length = 0;
+    // Calls made in one turn reach the writer in one message, as one batch.
+    const order: string[] = [];
+    const chunk = db.call("session.stageChunk", { blobId, seq: 0, bytes: new Uint8Array(MiB) }).then(() => order.push("chunk"));
+    const small = Promise.all([
+      db.call("lease.acquire", { sessionId: "a", owner: "o", ttlUs: 1_000_000n }),
+      db.call("lease.acquire", { sessionId: "b", owner: "o", ttlUs: 1_000_000n }),
+    ]).then(() => order.push("small"));
+    await Promise.all([chunk, small]);
+    expect(commits).toEqual([2, 1]);
+    expect(order).toEqual(["small", "chunk"]);
+  });
 
   test("a Renew sent while a 64 MiB Save is being written is answered before the Save", async () => {
     const path = tempFile();

@@ -1,0 +1,248 @@
+/**
+ * Issue 11's table, every row from one interleaved run: this build against
+ * the transport floor (bench/lib/floor-server.ts) and, optionally, against a
+ * baseline build, on an SQLite file and on a durable redis-server
+ * (`appendfsync always`), each build with a store of its own.
+ *
+ * 1. Load 1 KiB / Renew / Append at 64 calls in flight: throughput ÷ floor,
+ *    and the server process's CPU per call ÷ the floor server's.
+ * 2. Load 1 KiB at 1 call in flight: p50 ÷ floor p50.
+ * 3. Appends per fsync at 64 in flight: fsync + fdatasync calls of the
+ *    process that syncs (the server on SQLite, redis-server on Redis),
+ *    counted by `perf stat` during the Append case (bench/lib/fsync-count.ts).
+ * 4. Renew p99 at 1 in flight while 64 MiB Saves run in a loop (from a
+ *    worker thread, bench/lib/save-loop.ts), and without them.
+ * 5. SQLite: append → follower p99 across two server processes on one file
+ *    (append sent on one, record received by a follower on the other), one
+ *    append at a time, 100–200 ms apart.
+ *
+ * Targets alternate in slices (floor, this build, baseline; then the other
+ * way round), so that load from other processes falls on all alike.
+ *
+ * Run: npm run build && node dist/bench/call-path.js [calls] [backends] [baseline-main.js]
+ *   calls: per small-call case at 64 in flight (default 10000); backends
+ *   default sqlite,redis; baseline: another build's
+ *   dist/services/server/main.js. BENCH_SLICE_SECONDS (default 3) sets the
+ *   length of one Renew slice in case 4; BENCH_FOLLOW_APPENDS (default 300)
+ *   the appends of case 5.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir, loadavg } from "node:os";
+import { join } from "node:path";
+import { create } from "@bufbuild/protobuf";
+import type * as grpc from "@grpc/grpc-js";
+import { EventLogService, ReadAfterRequestSchema, type ReadAfterResponse } from "../gen/mecatl/driver/v1/event_log_pb.js";
+import { startServer, type ServerProcess } from "../test/helpers/server.js";
+import { spawnRedis, type SpawnedRedis } from "../test/helpers/redis-server.js";
+import { rawGrpcClient, rawUnary } from "../test/helpers/raw-grpc.js";
+import { startTransportFloor } from "./lib/floor.js";
+import { interleaved, processCpu, Sample, type PhaseResult } from "./lib/interleave.js";
+import { fmt } from "./lib/measure.js";
+import { driverUnaryOps, floorUnaryOps, UNARY_CALLS, type Op } from "./lib/unary-ops.js";
+import { countFsyncs } from "./lib/fsync-count.js";
+import { startSaveLoop } from "./lib/save-loop.js";
+
+const CALLS = Number(process.argv[2] ?? 10_000);
+const BACKENDS = (process.argv[3] ?? "sqlite,redis").split(",");
+const BASELINE = process.argv[4];
+const IN_FLIGHT = 64;
+const SLICE = 2_000;
+/** Loads at 1 in flight per target, in slices of 200. */
+const SINGLE_CALLS = 3_000;
+const SLICE_SECONDS = Number(process.env.BENCH_SLICE_SECONDS ?? 3);
+/** Renew slices per target with Saves and without. */
+const RENEW_SLICES = 4;
+const FOLLOW_APPENDS = Number(process.env.BENCH_FOLLOW_APPENDS ?? 300);
+/** As large as a Save can be (the Load answer must fit the harness's 64 MiB limit). */
+const LARGE_SAVE_BYTES = 64 * 1024 * 1024 - 64;
+
+/** A build under test: this one, or the baseline's `main.js`. */
+interface Build {
+  name: string;
+  main: string | undefined;
+}
+
+/** One build serving one backend: its server, and the process that fsyncs its writes. */
+interface Target {
+  build: Build;
+  server: ServerProcess;
+  redis: SpawnedRedis | undefined;
+  syncPid: number;
+  ops: Record<string, Op>;
+}
+
+/** One line of the detailed table. */
+interface Row {
+  backend: string;
+  case: string;
+  target: string;
+  result: PhaseResult;
+  floor?: PhaseResult;
+  appendsPerFsync?: number;
+}
+
+async function startTarget(build: Build, backend: string, dir: string, index: number): Promise<Target> {
+  const redis = backend === "redis" ? await spawnRedis() : undefined;
+  const store = redis?.url ?? `sqlite:${join(dir, `store-${index}.sqlite`)}`;
+  const server = await startServer(["all", "--store", store, "--lease-ttl", "1h", "--log-level", "warn"], { main: build.main });
+  return { build, server, redis, syncPid: redis?.pid ?? server.proc.pid!, ops: await driverUnaryOps(server.address, IN_FLIGHT) };
+}
+
+/** Runs `op` one call at a time for `seconds`, adding every latency to `sample`. */
+async function runFor(sample: Sample, seconds: number, op: (item: number) => Promise<unknown>): Promise<void> {
+  const started = performance.now();
+  for (let i = 0; performance.now() - started < seconds * 1000; i++) {
+    const t0 = performance.now();
+    await op(i);
+    sample.latenciesMs.push(performance.now() - t0);
+  }
+  sample.seconds += (performance.now() - started) / 1000;
+}
+
+/** Case 4: Renew at 1 in flight, slices without and with a loop of 64 MiB Saves, alternating between targets. */
+async function renewUnderLargeSaves(targets: Target[]): Promise<Array<{ quiet: Sample; loaded: Sample; saves: number }>> {
+  const out = targets.map(() => ({ quiet: new Sample(), loaded: new Sample(), saves: 0 }));
+  for (let slice = 0; slice < RENEW_SLICES; slice++) {
+    const order = slice % 2 === 0 ? targets.map((_, k) => k) : targets.map((_, k) => targets.length - 1 - k);
+    for (const k of order) {
+      const t = targets[k]!;
+      await runFor(out[k]!.quiet, SLICE_SECONDS / 2, (i) => t.ops.Renew!(0, i));
+      const loop = startSaveLoop(t.server.address, LARGE_SAVE_BYTES);
+      await loop.started;
+      await runFor(out[k]!.loaded, SLICE_SECONDS, (i) => t.ops.Renew!(0, i));
+      out[k]!.saves += await loop.stop();
+    }
+  }
+  return out;
+}
+
+/** Two server processes of `build` on one SQLite file: appends through one, a follower on the other. */
+async function followPair(build: Build, dir: string, index: number) {
+  const store = `sqlite:${join(dir, `follow-${index}.sqlite`)}`;
+  const [writer, reader] = await Promise.all([0, 1].map(() => startServer(["event-log", "--store", store, "--log-level", "warn"], { main: build.main })));
+  const log = rawGrpcClient(EventLogService, writer!.address);
+  const followClient = rawGrpcClient(EventLogService, reader!.address);
+  const waiting = new Map<number, () => void>();
+  const stream = (followClient as unknown as { readAfter(r: unknown): grpc.ClientReadableStream<ReadAfterResponse> }).readAfter(
+    create(ReadAfterRequestSchema, { sessionId: "followed", follow: true }),
+  );
+  stream.on("data", (r: ReadAfterResponse) => {
+    const seq = (JSON.parse(Buffer.from(r.event!.payload).toString("utf8")) as { seq: number }).seq;
+    waiting.get(seq)?.();
+  });
+  stream.on("error", () => undefined);
+  return {
+    /** Appends record `seq` and resolves with the milliseconds until the follower received it. */
+    async append(seq: number): Promise<number> {
+      const received = new Promise<void>((resolve) => waiting.set(seq, resolve));
+      const t0 = performance.now();
+      await rawUnary(log, EventLogService.method.append, { sessionId: "followed", event: { format: "eventlog-json/1", payload: Buffer.from(JSON.stringify({ seq })) } });
+      await received;
+      waiting.delete(seq);
+      return performance.now() - t0;
+    },
+    async stop() {
+      stream.cancel();
+      await Promise.all([writer!.stop(), reader!.stop()]);
+    },
+  };
+}
+
+/** Case 5: append → follower latency, one append per build per round, 100–200 ms between rounds. */
+async function followAcrossProcesses(builds: Build[], dir: string): Promise<Sample[]> {
+  const pairs = await Promise.all(builds.map((b, i) => followPair(b, dir, i)));
+  const samples = builds.map(() => new Sample());
+  // A first append each, so that every follower has read the log and parked.
+  for (const p of pairs) await p.append(-1);
+  for (let seq = 0; seq < FOLLOW_APPENDS; seq++) {
+    const order = seq % 2 === 0 ? pairs.map((_, k) => k) : pairs.map((_, k) => pairs.length - 1 - k);
+    for (const k of order) samples[k]!.latenciesMs.push(await pairs[k]!.append(seq));
+    await new Promise((r) => setTimeout(r, 100 + Math.random() * 100));
+  }
+  for (const p of pairs) await p.stop();
+  return samples;
+}
+
+async function main() {
+  const builds: Build[] = [{ name: "this build", main: undefined }, ...(BASELINE === undefined ? [] : [{ name: "baseline", main: BASELINE }])];
+  const floor = await startTransportFloor();
+  const floorOps: Record<string, Op> = floorUnaryOps(floor);
+  const dir = mkdtempSync(join(tmpdir(), "mecatl-call-path-"));
+  const rows: Row[] = [];
+  const renew: Array<{ backend: string; target: string; quiet: PhaseResult; loaded: PhaseResult; saves: number }> = [];
+  const load0 = loadavg()[0]!;
+  const log = (line: string) => process.stderr.write(`${line}\n`);
+
+  for (const backend of BACKENDS) {
+    const targets: Target[] = [];
+    for (const [i, b] of builds.entries()) targets.push(await startTarget(b, backend, dir, i));
+    for (const call of UNARY_CALLS) {
+      const meters = [processCpu([floor.pid], false), ...targets.map((t) => processCpu([t.server.proc.pid!], false))];
+      const fsyncs = call === "Append" ? await Promise.all(targets.map((t) => countFsyncs(t.syncPid))) : [];
+      const [floorResult, ...results] = (await interleaved([floorOps[call]!, ...targets.map((t) => t.ops[call]!)], IN_FLIGHT, CALLS, SLICE, meters)).map((s) => s.summary());
+      const counted = await Promise.all(fsyncs.map((f) => f.stop()));
+      for (const [k, result] of results.entries()) {
+        const n = counted[k];
+        rows.push({ backend, case: `${call}, 64 in flight`, target: targets[k]!.build.name, result, floor: floorResult, appendsPerFsync: n === undefined || n === 0 ? undefined : result.ops / n });
+      }
+      log(`${backend} ${call}: floor ${fmt(floorResult!.opsPerSecond)}/s, ${results.map((r, k) => `${targets[k]!.build.name} ${fmt(r.opsPerSecond)}/s`).join(", ")}`);
+    }
+    const single = (await interleaved([floorOps["Load 1 KiB"]!, ...targets.map((t) => t.ops["Load 1 KiB"]!)], 1, SINGLE_CALLS, 200)).map((s) => s.summary());
+    for (const [k, result] of single.slice(1).entries()) rows.push({ backend, case: "Load 1 KiB, 1 in flight", target: targets[k]!.build.name, result, floor: single[0] });
+    log(`${backend} Load at 1 in flight: floor p50 ${fmt(single[0]!.p50Ms)} ms, ${single.slice(1).map((r, k) => `${targets[k]!.build.name} ${fmt(r.p50Ms)} ms`).join(", ")}`);
+
+    for (const [k, r] of (await renewUnderLargeSaves(targets)).entries()) {
+      renew.push({ backend, target: targets[k]!.build.name, quiet: r.quiet.summary(), loaded: r.loaded.summary(), saves: r.saves });
+      log(`${backend} Renew p99 with 64 MiB Saves (${targets[k]!.build.name}): ${fmt(r.loaded.summary().p99Ms)} ms, without ${fmt(r.quiet.summary().p99Ms)} ms`);
+    }
+    for (const t of targets) {
+      await t.server.stop();
+      await t.redis?.stop();
+    }
+  }
+  const follow = BACKENDS.includes("sqlite") ? (await followAcrossProcesses(builds, dir)).map((s) => s.summary()) : [];
+  floor.stop();
+  rmSync(dir, { recursive: true, force: true });
+
+  console.log(`call path (issue 11): ${CALLS} calls per case at ${IN_FLIGHT} in flight, node ${process.version}, load average (1 min) ${load0.toFixed(2)} at start, ${loadavg()[0]!.toFixed(2)} at end\n`);
+  console.log("| backend | case | target | calls/s | ÷ floor calls/s | p50 ms | ÷ floor p50 | p99 ms | server CPU µs/call | ÷ floor CPU | appends per fsync |");
+  console.log("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+  for (const r of rows) {
+    const cpu = r.result.cpuMsPerOp * 1000;
+    const floorCpu = (r.floor?.cpuMsPerOp ?? Number.NaN) * 1000;
+    console.log(
+      `| ${r.backend} | ${r.case} | ${r.target} | ${fmt(r.result.opsPerSecond)} | ${fmt(r.result.opsPerSecond / r.floor!.opsPerSecond, 2)} | ${fmt(r.result.p50Ms)} | ${fmt(r.result.p50Ms / r.floor!.p50Ms, 2)} | ${fmt(r.result.p99Ms)} | ${fmt(cpu)} | ${fmt(cpu / floorCpu, 2)} | ${r.appendsPerFsync === undefined ? "" : fmt(r.appendsPerFsync)} |`,
+    );
+  }
+  console.log("\n| backend | target | Renew p99 ms, 64 MiB Saves looping | Renew p99 ms, without | Renew p50 ms, with / without | Saves completed |");
+  console.log("|---|---|---:|---:|---:|---:|");
+  for (const r of renew) console.log(`| ${r.backend} | ${r.target} | ${fmt(r.loaded.p99Ms)} | ${fmt(r.quiet.p99Ms)} | ${fmt(r.loaded.p50Ms)} / ${fmt(r.quiet.p50Ms)} | ${r.saves} |`);
+  if (follow.length > 0) {
+    console.log("\n| target | append → follower across two processes, p50 ms | p99 ms | appends |");
+    console.log("|---|---:|---:|---:|");
+    for (const [k, f] of follow.entries()) console.log(`| ${builds[k]!.name} | ${fmt(f.p50Ms)} | ${fmt(f.p99Ms)} | ${f.ops} |`);
+  }
+  console.log("\nIssue 11's table (goal in brackets):\n");
+  console.log(`| what | backend | ${builds.map((b) => b.name).join(" | ")} |`);
+  console.log(`|---|---|${builds.map(() => "---:").join("|")}|`);
+  const cell = (backend: string, build: Build, value: (r: Row) => number, case_: (c: string) => boolean) =>
+    rows
+      .filter((r) => r.backend === backend && r.target === build.name && case_(r.case))
+      .map((r) => fmt(value(r), 2))
+      .join(" / ");
+  for (const backend of BACKENDS) {
+    const small = (c: string) => c.endsWith("64 in flight");
+    const line = (what: string, value: (b: Build) => string) => console.log(`| ${what} | ${backend} | ${builds.map(value).join(" | ")} |`);
+    line("Load 1 KiB / Renew / Append, throughput ÷ floor [≥ 0.85 / 0.85 / 0.75]", (b) => cell(backend, b, (r) => r.result.opsPerSecond / r.floor!.opsPerSecond, small));
+    line("server CPU per call ÷ floor's [≤ 1.5]", (b) => cell(backend, b, (r) => r.result.cpuMsPerOp / r.floor!.cpuMsPerOp, small));
+    line("Load p50 at 1 in flight ÷ floor's [≤ 1.3]", (b) => cell(backend, b, (r) => r.result.p50Ms / r.floor!.p50Ms, (c) => c.endsWith("1 in flight")));
+    line("appends per fsync at 64 in flight [≥ 10]", (b) => cell(backend, b, (r) => r.appendsPerFsync ?? Number.NaN, (c) => c.startsWith("Append")));
+    line("Renew p99 ms while 64 MiB Saves loop / without [< 25]", (b) => {
+      const r = renew.find((x) => x.backend === backend && x.target === b.name)!;
+      return `${fmt(r.loaded.p99Ms)} / ${fmt(r.quiet.p99Ms)}`;
+    });
+  }
+  if (follow.length > 0) console.log(`| append → follower p99 ms across two processes [≤ 20] | sqlite | ${follow.map((f) => fmt(f.p99Ms)).join(" | ")} |`);
+}
+
+await main();
