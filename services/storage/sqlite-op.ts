@@ -62,9 +62,16 @@ export interface SqliteOp<A, R> {
   /** For a read: whether it may run on the main thread (see above). */
   readonly inline: boolean;
   /**
-   * For a write that moves a lot of data (a staged 1 MiB chunk, a chunk
-   * drop): committed after the small writes queued with it, in a transaction
-   * of its own, so that they never wait for its insert (issue 11).
+   * For a write that moves a lot of data and whose loss in a crash is
+   * harmless until an ordinary write that depends on it commits (a staged
+   * 1 MiB chunk, which only the Save publishing it makes part of a session;
+   * the drop of a garbage chunk): committed after the small writes queued
+   * with it, in a transaction of its own, so that they never wait for its
+   * insert (issue 11), and with `synchronous = NORMAL`, so without an fsync
+   * of its own. Durability holds: the fsync of the later ordinary commit
+   * (`synchronous = FULL`) covers every WAL frame written before it, and a
+   * checkpoint in between syncs the WAL before and the database after
+   * copying (https://sqlite.org/pragma.html#pragma_synchronous).
    */
   readonly large?: boolean;
   run(db: Database.Database, args: A, ctx: OpContext): R;

@@ -51,11 +51,17 @@ async function found(promise: Promise<unknown>, absent: Code): Promise<boolean> 
 
 const text = (marker: string, padBytes = 0) => marker + "-".repeat(padBytes);
 
-/** Save, Create, Append, AppendGap, Acquire and SaveSchedule. */
+/** Save, a Save over 1 MiB, Create, Append, AppendGap, Acquire and SaveSchedule. */
 export const WRITE_KINDS: readonly WriteKind[] = [
   {
     name: "Save",
     write: (c, m, pad) => c.sessions.save({ sessionId: m, snapshot: { format: "sessnap-json/1", payload: new TextEncoder().encode(text(m, pad)) } }),
+    visible: (c, m) => found(c.sessions.load({ sessionId: m }), Code.NotFound),
+  },
+  {
+    // Over 1 MiB: staged in chunks first, published by the Save (issue 11); the marker is in the first chunk.
+    name: "Save over 1 MiB",
+    write: (c, m, pad = 0) => c.sessions.save({ sessionId: m, snapshot: { format: "sessnap-json/1", payload: new TextEncoder().encode(text(m, pad + 1024 * 1024 + 1)) } }),
     visible: (c, m) => found(c.sessions.load({ sessionId: m }), Code.NotFound),
   },
   {
