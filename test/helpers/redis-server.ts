@@ -3,7 +3,14 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { freePort, waitFor } from "./wait.js";
+import { freeLowPort, waitFor } from "./wait.js";
+
+/**
+ * A port for a test redis-server, below the kernel's ephemeral range: a
+ * killed redis-server is restarted on its port, and no other test's
+ * `freePort()` or outgoing connection can take that port meanwhile.
+ */
+const redisPort = () => freeLowPort();
 
 /** A `redis-server` process owned by one test file. */
 export interface SpawnedRedis {
@@ -29,7 +36,7 @@ export interface SpawnedRedis {
  */
 export async function spawnRedis(options: { durable?: boolean; password?: string; tls?: { cert: string; key: string; ca: string } } = {}): Promise<SpawnedRedis> {
   const dir = mkdtempSync(join(tmpdir(), "mecatl-redis-"));
-  const port = await freePort();
+  const port = await redisPort();
   const durable = options.durable ?? true;
   const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", durable ? "yes" : "no", "--appendfsync", durable ? "always" : "everysec", "--protected-mode", "no", "--loglevel", "warning"];
   if (options.password !== undefined) args.push("--requirepass", options.password);
@@ -46,19 +53,27 @@ export async function spawnRedis(options: { durable?: boolean; password?: string
   };
   let proc: ChildProcess;
   const start = async () => {
-    proc = spawn("redis-server", args, { stdio: "ignore" });
+    const started = spawn("redis-server", args, { stdio: ["ignore", "ignore", "pipe"] });
+    proc = started;
+    let output = "";
+    started.stderr!.setEncoding("utf8");
+    started.stderr!.on("data", (chunk: string) => (output += chunk));
     await waitFor(async () => {
+      // A redis-server that could not bind its port exits; whatever answers on the port then is
+      // another test's process, and the test must fail here rather than use it.
+      if (started.exitCode !== null || started.signalCode !== null) throw new Error(`redis-server on port ${port} exited (${started.exitCode ?? started.signalCode}): ${output.trim()}`);
       const probe = new Redis({ ...probeOptions, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
       probe.on("error", () => undefined);
       try {
         await probe.connect();
-        return (await probe.ping()) === "PONG";
+        // The answer must come from the process just spawned, not from one that holds the port.
+        return /^process_id:(\d+)\r?$/m.exec(await probe.info("server"))?.[1] === String(started.pid);
       } catch {
         return false;
       } finally {
         probe.disconnect();
       }
-    }, 10_000, "redis-server to accept connections");
+    }, 10_000, `redis-server (pid ${started.pid}) to accept connections on port ${port}`);
   };
   const kill = async () => {
     if (proc.exitCode !== null || proc.signalCode !== null) return;

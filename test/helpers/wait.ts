@@ -13,6 +13,25 @@ export function freePort(): Promise<number> {
   });
 }
 
+/**
+ * A free TCP port on 127.0.0.1 in 20000-32767, below the kernel's ephemeral
+ * range (32768-60999 here), chosen at random and checked by binding it: a
+ * port no `listen(0)` and no outgoing connection will be given, for a
+ * process that a test kills and restarts on the same port.
+ */
+export async function freeLowPort(): Promise<number> {
+  for (let tries = 0; ; tries++) {
+    const port = 20000 + Math.floor(Math.random() * 12768);
+    const free = await new Promise<boolean>((resolve) => {
+      const s = createServer();
+      s.once("error", () => resolve(false));
+      s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
+    });
+    if (free) return port;
+    if (tries > 100) throw new Error("no free port in 20000-32767");
+  }
+}
+
 /** Polls `check` every 25 ms until it returns true. @throws Error naming `what` after `timeoutMs`. */
 export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;
