@@ -1,6 +1,6 @@
 import { invalidArgument } from "./errors.js";
 
-/** Longest accepted id (session id, schedule name, fire id, deletion id), in UTF-8 bytes (DESIGN.md principle 5). */
+/** Longest accepted id (session id, schedule name, fire id, deletion id), in UTF-8 bytes (docs/DESIGN.md principle 5). */
 export const MAX_ID_BYTES = 16 * 1024;
 
 /**

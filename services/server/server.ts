@@ -105,7 +105,7 @@ export interface RunningServer {
   metricsAddress?: string;
   logger: Logger;
   /**
-   * Graceful stop (DESIGN.md "Transport"): health to NOT_SERVING, stop
+   * Graceful stop (docs/DESIGN.md "Transport"): health to NOT_SERVING, stop
    * accepting, end follow streams with UNAVAILABLE, let unary calls finish
    * within the grace period, then close the backend and export the spans
    * still buffered (within the grace period again).
