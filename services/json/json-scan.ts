@@ -5,7 +5,7 @@
  * {@link scanDocumentObject}) serves callers that hold text.
  *
  * - The schedule store uses it to keep a schedule's `Spec` object as the exact
- *   text the client sent (wire-contract.md section 5.4; DESIGN.md principle 3)
+ *   text the client sent (wire-contract.md section 5.4; docs/DESIGN.md principle 3)
  *   while reading and rewriting only the keys it owns.
  * - The session store uses the byte functions to project a `sessnap-json/1`
  *   payload (spec/session-metadata.md section 1; issue 12): it reads a handful

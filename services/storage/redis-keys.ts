@@ -14,7 +14,7 @@ const SESSION_KEY_SUFFIXES: ReadonlyArray<[string, StoreKind, "one" | "stream" |
  * version `v1:`, so a future layout can live beside this one. Every key that
  * belongs to one session or one schedule carries that id in a hash tag
  * (`{...}`), so all of one session's keys share a Redis Cluster slot
- * (DESIGN.md "Backends").
+ * (docs/DESIGN.md "Backends").
  */
 export class RedisKeys {
   /** The prefix every key of this store starts with, e.g. `mecatl-drivers:v1:`. */
@@ -78,7 +78,7 @@ export class RedisKeys {
 
   /**
    * Every key that holds data of one session, deleted together when the
-   * session is deleted (the event log travels with its session, DESIGN.md
+   * session is deleted (the event log travels with its session, docs/DESIGN.md
    * "Event log").
    */
   sessionData(sessionId: string): string[] {

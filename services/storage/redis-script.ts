@@ -3,7 +3,7 @@ import type { Redis } from "ioredis";
 /**
  * A Lua script run atomically on the Redis server with EVALSHA (ioredis loads
  * it on first use). Each script documents its KEYS and ARGV at the top of its
- * source (DESIGN.md principle 4). Declare scripts with {@link redisScript} so
+ * source (docs/DESIGN.md principle 4). Declare scripts with {@link redisScript} so
  * that {@link defineRedisScripts} can put every one of them on a connection
  * before it carries traffic.
  *
@@ -22,7 +22,7 @@ export interface RedisScript {
 }
 
 /**
- * Operation records (issue 9, DESIGN.md principle 2): how a write stays
+ * Operation records (issue 9, docs/DESIGN.md principle 2): how a write stays
  * exactly-once when its reply is lost and the caller retries.
  *
  * The server picks a fresh random operation id for each RPC and reuses it

@@ -15,7 +15,7 @@ export interface OpContext {
  * One named SQLite operation, run on the worker thread that owns the
  * connection. `write` operations run inside the shared group-commit
  * transaction, each under its own savepoint, and are answered only after
- * COMMIT returns (so OK means durable, DESIGN.md principle 1). `read`
+ * COMMIT returns (so OK means durable, docs/DESIGN.md principle 1). `read`
  * operations see every committed write.
  *
  * Arguments and results cross a thread boundary by structured clone: plain
