@@ -3,7 +3,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { createServer as createTlsServer, type TLSSocket } from "node:tls";
 import type { Logger } from "./logger.js";
 import type { TlsMaterial } from "./tls.js";
-import { explainPeerTlsError } from "./tls-peer.js";
+import { logPeerTlsError, notePeers, peerAddress } from "./tls-peer.js";
 import type { StartGate } from "./start-gate.js";
 
 /**
@@ -33,17 +33,11 @@ export function grpcSocketServer(grpcServer: grpc.Server, tls: TlsMaterial | und
     { cert: tls.cert, key: tls.key, ca: tls.clientCa, requestCert: mtls, rejectUnauthorized: mtls, ALPNProtocols: ["h2"], minVersion: "TLSv1.2" },
     (socket: TLSSocket) => {
       if (socket.alpnProtocol === "h2") return inject(socket);
-      logger.warn({ peer: peerOf(socket), detail: String(socket.alpnProtocol) }, "refused a gRPC connection: the client did not offer HTTP/2 (ALPN h2); gRPC needs HTTP/2 over TLS");
+      logger.warn({ peer: peerAddress(socket, server), detail: String(socket.alpnProtocol) }, "refused a gRPC connection: the client did not offer HTTP/2 (ALPN h2); gRPC needs HTTP/2 over TLS");
       socket.destroy();
     },
   );
-  server.on("tlsClientError", (err: NodeJS.ErrnoException, socket: Socket) => {
-    logger.warn({ peer: peerOf(socket), detail: err.code ?? err.message }, `refused a gRPC connection: ${explainPeerTlsError(err)}`);
-  });
+  notePeers(server);
+  server.on("tlsClientError", (err: NodeJS.ErrnoException, socket: TLSSocket) => logPeerTlsError(logger, "gRPC", err, socket, server));
   return server;
-}
-
-/** `address:port` of a peer, for logs. */
-export function peerOf(socket: { remoteAddress?: string; remotePort?: number }): string {
-  return socket.remoteAddress === undefined ? "unix" : `${socket.remoteAddress}:${socket.remotePort}`;
 }

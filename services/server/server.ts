@@ -19,8 +19,8 @@ import { TokenFile } from "./auth.js";
 import { createLogger, routeProcessOutput, type Logger } from "./logger.js";
 import { parseListenAddress, formatListenAddress, isLocalListenAddress, type ListenAddress } from "./addresses.js";
 import { readTls, type TlsFiles, type TlsMaterial } from "./tls.js";
-import { explainPeerTlsError } from "./tls-peer.js";
-import { grpcSocketServer, peerOf } from "./grpc-listener.js";
+import { logPeerTlsError, notePeers, type FailedTlsSocket } from "./tls-peer.js";
+import { grpcSocketServer } from "./grpc-listener.js";
 import { StartGate } from "./start-gate.js";
 import { tracingSettings } from "./tracing-settings.js";
 import { startTracing } from "./tracing-sdk.js";
@@ -180,9 +180,8 @@ async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, 
     tls === undefined
       ? createHttpServer(gated)
       : createSecureServer({ allowHTTP1: true, cert: tls.cert, key: tls.key, ca: tls.clientCa, requestCert: tls.clientCa !== undefined, rejectUnauthorized: tls.clientCa !== undefined }, gated);
-  server.on("tlsClientError", (err: NodeJS.ErrnoException, socket: { remoteAddress?: string; remotePort?: number }) => {
-    logger.warn({ peer: peerOf(socket), detail: err.code ?? err.message }, `refused a Connect connection: ${explainPeerTlsError(err)}`);
-  });
+  if (tls !== undefined) notePeers(server);
+  server.on("tlsClientError", (err: NodeJS.ErrnoException, socket: FailedTlsSocket) => logPeerTlsError(logger, "Connect", err, socket, server));
   const address = await listenOn(server, addr, "--connect-listen");
   return {
     server,
