@@ -61,11 +61,18 @@ function genuineTextAt(b: Buffer, start: number, end: number): boolean {
   return raw[0] !== 0x5b || raw[raw.length - 1] !== 0x5d || isGenuinePrompt(raw.toString("utf8"));
 }
 
-/** True when the JSON value spanning [start, end) is the string `user` (escapes decoded). */
+const USER_ROLE = Buffer.from('"user"', "latin1");
+
+/** True when the JSON value spanning [start, end) is the string `user` (escapes decoded); compared on the bytes, without building a string, unless it has an escape. */
 function isUserRole(b: Buffer, start: number, end: number): boolean {
   if (b[start] !== 0x22) return false;
-  if (end - start === 6 && b.toString("latin1", start, end) === '"user"') return true;
-  return b.subarray(start, end).includes(0x5c) && JSON.parse(b.toString("utf8", start, end)) === "user";
+  if (end - start === USER_ROLE.length) {
+    let k = 1;
+    while (k < USER_ROLE.length && b[start + k] === USER_ROLE[k]) k++;
+    if (k === USER_ROLE.length) return true;
+  }
+  for (let k = start + 1; k < end - 1; k++) if (b[k] === 0x5c) return JSON.parse(b.toString("utf8", start, end)) === "user";
+  return false;
 }
 
 /**
