@@ -327,17 +327,27 @@ function asciiLower(c: number): number {
 }
 
 /**
- * True when the key literal spanning [start, end) names the Go field `field`
- * (an ASCII name; see {@link keyMatches}). A key of plain ASCII is compared
- * on its bytes, letters case-insensitively, which is all the folding does to
- * ASCII; any other key is decoded first, since an escape or a non-ASCII
- * letter (U+212A folds to `k`, U+017F to `s`) may still name the field.
+ * Which of the Go fields `fields` (ASCII names) the key literal spanning
+ * [start, end) names (see {@link keyMatches}): the index of the first that
+ * matches, or -1. A key of plain ASCII is compared on its bytes, letters
+ * case-insensitively, which is all the folding does to ASCII; any other key
+ * is decoded first, since an escape or a non-ASCII letter (U+212A folds to
+ * `k`, U+017F to `s`) may still name a field.
  */
-export function keyBytesMatch(b: Uint8Array, start: number, end: number, field: string): boolean {
-  if (!plainKey(b, start, end)) return keyMatches(decodeKeyBytes(b, start, end), field);
-  if (end - start - 2 !== field.length) return false;
-  for (let k = 0; k < field.length; k++) if (asciiLower(b[start + 1 + k]!) !== asciiLower(field.charCodeAt(k))) return false;
-  return true;
+export function matchKeyBytes(b: Uint8Array, start: number, end: number, fields: readonly string[]): number {
+  if (!plainKey(b, start, end)) {
+    const key = decodeKeyBytes(b, start, end);
+    return fields.findIndex((field) => keyMatches(key, field));
+  }
+  const length = end - start - 2;
+  for (let f = 0; f < fields.length; f++) {
+    const field = fields[f]!;
+    if (field.length !== length) continue;
+    let k = 0;
+    while (k < length && asciiLower(b[start + 1 + k]!) === asciiLower(field.charCodeAt(k))) k++;
+    if (k === length) return f;
+  }
+  return -1;
 }
 
 /**

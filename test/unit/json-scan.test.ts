@@ -10,7 +10,7 @@ import {
   forEachElementBytes,
   forEachMemberBytes,
   JsonSyntaxError,
-  keyBytesMatch,
+  matchKeyBytes,
   scanDocumentObject,
   scanDocumentObjectBytes,
   scanValueBytes,
@@ -213,13 +213,15 @@ describe("byte-level JSON scanner", () => {
   });
 
   test("keys match Go field names on the bytes, case-insensitively, with Unicode folding where it matters", () => {
-    const match = (key: string, field: string) => {
+    const match = (key: string, ...fields: string[]) => {
       const b = bytes(JSON.stringify(key));
-      return keyBytesMatch(b, 0, b.length, field);
+      return matchKeyBytes(b, 0, b.length, fields);
     };
-    expect([match("role", "role"), match("ROLE", "role"), match("Rolé", "role"), match("rol", "role")]).toEqual([true, true, false, false]);
-    expect([match("\u017Fubject", "Subject"), match("\u212Aind", "Kind"), match("te\\u0078t", "text")]).toEqual([true, true, false]);
+    expect([match("role", "role"), match("ROLE", "role"), match("Rolé", "role"), match("rol", "role")]).toEqual([0, 0, -1, -1]);
+    expect([match("\u017Fubject", "Subject"), match("\u212Aind", "Kind"), match("te\\u0078t", "text")]).toEqual([0, 0, -1]);
     const escaped = bytes('"te\\u0078t"');
-    expect(keyBytesMatch(escaped, 0, escaped.length, "text")).toBe(true);
+    expect(matchKeyBytes(escaped, 0, escaped.length, ["role", "text"])).toBe(1);
+    // Only letters fold: `_` is not DEL, `@` is not a backquote.
+    expect([match("tool\u007fcalls", "tool_calls"), match("`x", "@x"), match("TEXT", "role", "text"), match("texts", "role", "text")]).toEqual([-1, -1, 1, -1]);
   });
 });
