@@ -20,7 +20,9 @@
  * Figures are medians of repeated runs; compare them as ratios. With
  * `--baseline` (another build's dist/services/session-store/projection.js,
  * e.g. main's, built as bench/RESULTS.md says) both projections run
- * interleaved in the same loop, and their results must be equal.
+ * interleaved in the same loop, their results must be equal, and a second
+ * table compares their CPU time (process CPU time, which the load of other
+ * processes sways less than the wall clock).
  *
  * Run: npx tsc -p tsconfig.json && node dist/bench/session-projection.js [saves-per-target] [--baseline projection.js]
  */
@@ -102,6 +104,14 @@ async function timed(fn: () => unknown): Promise<number> {
   return Number(process.hrtime.bigint() - t) / 1e6;
 }
 
+/** Milliseconds of this process's CPU time (user and system) one synchronous call of `fn` takes: less swayed by other processes' load than the wall clock. */
+function cpuTimed(fn: () => unknown): number {
+  const t = process.cpuUsage();
+  fn();
+  const d = process.cpuUsage(t);
+  return (d.user + d.system) / 1000;
+}
+
 const median = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.5);
 
 async function main() {
@@ -117,10 +127,18 @@ async function main() {
     { shape: "media", active: media(), draft: media().slice(0, 12).concat([{ role: "user", text: `[conversation compacted] ${"x".repeat(TARGET_BYTES - 8192)}` }]) },
   ];
   const lines: string[] = [];
+  const cpuLines: string[] = [];
   for (const s of shapes) {
     const id = `bench-${s.shape.replace(/\W+/g, "-")}`;
     const active = payloadOf(id, s.active);
     const draft = payloadOf(id, s.draft);
+    // CPU time of each projection, both backends' rounds together (the projection does not depend on the backend).
+    const cpu = { given: [] as number[], derived: [] as number[], baseGiven: [] as number[], baseDerived: [] as number[] };
+    const project = (into: { wall: number[]; cpu: number[] }, fn: () => unknown) => {
+      const t = process.hrtime.bigint();
+      into.cpu.push(cpuTimed(fn));
+      into.wall.push(Number(process.hrtime.bigint() - t) / 1e6);
+    };
     for (const t of targets) {
       const client = rawGrpcClient(SessionStoreService, t.server.address);
       const save = () => rawUnary(client, SessionStoreService.method.save, { sessionId: id, snapshot: { format: "sessnap-json/1", payload: active }, activityState: "active" });
@@ -133,10 +151,10 @@ async function main() {
       // Interleaved, so that load drifting on a shared machine falls on every figure alike.
       const m = { save: [] as number[], given: [] as number[], derived: [] as number[], baseGiven: [] as number[], baseDerived: [] as number[], parse: [] as number[] };
       for (let i = 0; i < SAVES; i++) {
-        if (baseline !== undefined) m.baseGiven.push(await timed(() => baseline(id, active, "active")));
-        m.given.push(await timed(() => projectSnapshot(id, active, "active")));
-        if (baseline !== undefined) m.baseDerived.push(await timed(() => baseline(id, draft, "")));
-        m.derived.push(await timed(() => projectSnapshot(id, draft, "")));
+        if (baseline !== undefined) project({ wall: m.baseGiven, cpu: cpu.baseGiven }, () => baseline(id, active, "active"));
+        project({ wall: m.given, cpu: cpu.given }, () => projectSnapshot(id, active, "active"));
+        if (baseline !== undefined) project({ wall: m.baseDerived, cpu: cpu.baseDerived }, () => baseline(id, draft, ""));
+        project({ wall: m.derived, cpu: cpu.derived }, () => projectSnapshot(id, draft, ""));
         m.parse.push(await timed(() => JSON.parse(active.toString("utf8"))));
         m.save.push(await timed(save));
       }
@@ -147,6 +165,10 @@ async function main() {
         `| ${s.shape} | ${(active.length / 1048576).toFixed(1)} | ${t.name} | ${fmt(sv)} | ${base(m.baseGiven)} | ${fmt(gv)} | ${fmt((gv / sv) * 100, 2)}% | ${base(m.baseDerived)} | ${fmt(dv)} | ${fmt((dv / sv) * 100, 2)}% | ${fmt(pv)} |`,
       );
     }
+    if (baseline !== undefined) {
+      const [bg, g, bd, d] = [median(cpu.baseGiven), median(cpu.given), median(cpu.baseDerived), median(cpu.derived)];
+      cpuLines.push(`| ${s.shape} | ${fmt(bg)} | ${fmt(g)} | ${fmt(bg / g, 2)}× | ${fmt(bd)} | ${fmt(d)} | ${fmt(bd / d, 2)}× |`);
+    }
   }
   for (const t of targets) await t.server.stop();
   await redis.stop();
@@ -154,6 +176,11 @@ async function main() {
   console.log("| payload | MiB | backend | Save p50 ms | activity sent: baseline ms | this build ms | ÷ Save | draft, derived: baseline ms | this build ms | ÷ Save | JSON.parse ms |");
   console.log("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const l of lines) console.log(l);
+  if (cpuLines.length === 0) return;
+  console.log("\nCPU time of the projection (medians over both backends' rounds):\n");
+  console.log("| payload | activity sent: baseline CPU ms | this build CPU ms | speed-up | draft, derived: baseline CPU ms | this build CPU ms | speed-up |");
+  console.log("|---|---:|---:|---:|---:|---:|---:|");
+  for (const l of cpuLines) console.log(l);
 }
 
 await main();
