@@ -3,6 +3,7 @@ import type { StoreKind } from "./store-kinds.js";
 /** Suffixes of the keys of one session (`session:{id}...`), with what they hold (see {@link RedisKeys.kindOf}). */
 const SESSION_KEY_SUFFIXES: ReadonlyArray<[string, StoreKind, "one" | "stream" | "none"]> = [
   ["}:snapshot", "sessions", "one"],
+  ["}:payload", "sessions", "none"],
   ["}:lease", "leases", "one"],
   ["}:events:meta", "events", "none"],
   ["}:events", "events", "stream"],
@@ -30,13 +31,31 @@ export class RedisKeys {
   }
 
   /**
-   * Hash holding one session's snapshot: fields `format`, `payload`,
+   * Hash holding one session's snapshot: fields `format`, `payload` (absent
+   * for a payload over 1 MiB, held in {@link snapshotChunks} instead),
    * `modified_us`, and, once its metadata row is written (issue 12), `meta`
    * (`1`), `owner` (hex owner scope or empty) and `incarnation` (empty for a
    * non-sessnap payload).
    */
   snapshot(sessionId: string): string {
     return `${this.base}session:{${sessionId}}:snapshot`;
+  }
+
+  /**
+   * List holding the payload of a snapshot over 1 MiB in chunks, in order
+   * (issue 11); its snapshot hash then has no `payload` field.
+   */
+  snapshotChunks(sessionId: string): string {
+    return `${this.base}session:{${sessionId}}:payload`;
+  }
+
+  /**
+   * List in which the Save of operation `opId` stages the chunks of a
+   * snapshot over 1 MiB; its Save script renames it to
+   * {@link snapshotChunks}. Expires if the Save never publishes it.
+   */
+  snapshotStage(sessionId: string, opId: string): string {
+    return `${this.base}session:{${sessionId}}:stage:${opId}`;
   }
 
   /**
@@ -82,7 +101,7 @@ export class RedisKeys {
    * "Event log").
    */
   sessionData(sessionId: string): string[] {
-    return [this.snapshot(sessionId), this.eventLogMeta(sessionId), this.eventLog(sessionId)];
+    return [this.snapshot(sessionId), this.snapshotChunks(sessionId), this.eventLogMeta(sessionId), this.eventLog(sessionId)];
   }
 
   /**
@@ -203,6 +222,7 @@ export class RedisKeys {
       if (rest.endsWith("}:fires")) return { kind: "fires", counts: "none" };
     }
     if (rest.startsWith("session:{")) {
+      if (rest.includes("}:stage:")) return { kind: "sessions", counts: "none" };
       for (const [suffix, kind, counts] of SESSION_KEY_SUFFIXES) if (rest.endsWith(suffix)) return { kind, counts };
     }
     return { kind: "other", counts: "none" };
