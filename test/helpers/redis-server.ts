@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Redis } from "ioredis";
+import { Redis, type RedisOptions } from "ioredis";
 import { freePort, waitFor } from "./wait.js";
 
 /** A `redis-server` process owned by one test file. */
@@ -20,6 +20,27 @@ export interface SpawnedRedis {
   stop(): Promise<void>;
   /** A fresh ioredis client for direct inspection (caller quits it). */
   client(): Redis;
+}
+
+/**
+ * Waits until a Redis server reached with `options` answers PING, trying a
+ * fresh connection every 25 ms for up to 10 s.
+ *
+ * @throws Error naming `what` when it does not.
+ */
+export function waitForPong(options: RedisOptions, what: string): Promise<void> {
+  return waitFor(async () => {
+    const probe = new Redis({ ...options, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+    probe.on("error", () => undefined);
+    try {
+      await probe.connect();
+      return (await probe.ping()) === "PONG";
+    } catch {
+      return false;
+    } finally {
+      probe.disconnect();
+    }
+  }, 10_000, what);
 }
 
 /**
@@ -47,18 +68,7 @@ export async function spawnRedis(options: { durable?: boolean; password?: string
   let proc: ChildProcess;
   const start = async () => {
     proc = spawn("redis-server", args, { stdio: "ignore" });
-    await waitFor(async () => {
-      const probe = new Redis({ ...probeOptions, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-      probe.on("error", () => undefined);
-      try {
-        await probe.connect();
-        return (await probe.ping()) === "PONG";
-      } catch {
-        return false;
-      } finally {
-        probe.disconnect();
-      }
-    }, 10_000, "redis-server to accept connections");
+    await waitForPong(probeOptions, "redis-server to accept connections");
   };
   const kill = async () => {
     if (proc.exitCode !== null || proc.signalCode !== null) return;
