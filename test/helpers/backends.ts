@@ -113,3 +113,17 @@ export function allBackends(): TestBackend[] {
 export function sharedBackends(): TestBackend[] {
   return allBackends().filter((b) => b.shared);
 }
+
+/**
+ * The backends the conformance suite (test/conformance/) runs against:
+ * {@link allBackends} and a Redis Cluster. Tests elsewhere keep to
+ * {@link allBackends}, so the cluster's cost is paid once per conformance file.
+ */
+export function conformanceBackends(): TestBackend[] {
+  return [...allBackends(), ...clusterBackends()];
+}
+
+/** {@link conformanceBackends} two processes can share. */
+export function sharedConformanceBackends(): TestBackend[] {
+  return conformanceBackends().filter((b) => b.shared);
+}

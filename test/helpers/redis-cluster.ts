@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Cluster, Redis } from "ioredis";
+import { Cluster, Redis, type RedisOptions } from "ioredis";
 import { freePort, waitFor } from "./wait.js";
 import { waitForPong } from "./redis-server.js";
 
@@ -73,9 +73,26 @@ export interface ClusterOptions {
   replicas?: number;
   /** `cluster-node-timeout` in milliseconds (default 2000). */
   nodeTimeoutMs?: number;
+  /** `requirepass` (and `masterauth`) of every node. */
+  password?: string;
+  /**
+   * Serve TLS only (clients, cluster bus, replication) with these PEM files;
+   * clients verify against `ca`. Nodes connect to each other with the same
+   * certificate, so it must allow both uses (TestPki.peerCert).
+   */
+  tls?: { cert: string; key: string; ca: string };
 }
 
-function spawnNode(dir: string, port: number, nodeTimeoutMs: number): ClusterNode {
+/** Options of a client of one node of a cluster spawned with `options`. */
+function nodeClientOptions(options: ClusterOptions): RedisOptions {
+  return {
+    password: options.password,
+    tls: options.tls === undefined ? undefined : { ca: readFileSync(options.tls.ca) },
+  };
+}
+
+function spawnNode(dir: string, port: number, options: ClusterOptions): ClusterNode {
+  const nodeTimeoutMs = options.nodeTimeoutMs ?? 2000;
   const args = [
     "--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--logfile", join(dir, "redis.log"), "--protected-mode", "no", "--loglevel", "warning", "--save", "",
     "--appendonly", "yes", "--appendfsync", "always",
@@ -85,6 +102,14 @@ function spawnNode(dir: string, port: number, nodeTimeoutMs: number): ClusterNod
     // Replicas sync at once (the default waits 5 s for more replicas to share one transfer).
     "--repl-diskless-sync-delay", "0",
   ];
+  if (options.password !== undefined) args.push("--requirepass", options.password, "--masterauth", options.password);
+  if (options.tls !== undefined) {
+    // TLS only, the cluster bus and replication included: the plain port is closed and the TLS port takes its number.
+    args.splice(args.indexOf("--port"), 2, "--port", "0", "--tls-port", String(port));
+    args.push("--tls-cluster", "yes", "--tls-replication", "yes", "--tls-auth-clients", "no");
+    args.push("--tls-cert-file", options.tls.cert, "--tls-key-file", options.tls.key, "--tls-ca-cert-file", options.tls.ca);
+  }
+  const clientOptions = nodeClientOptions(options);
   let proc: ChildProcess | undefined;
   let pid: number | undefined;
   const start = async () => {
@@ -102,7 +127,7 @@ function spawnNode(dir: string, port: number, nodeTimeoutMs: number): ClusterNod
       child.stdin!.end();
       if (proc === child) pid = undefined;
     });
-    await waitForPong({ port, host: "127.0.0.1" }, `redis-server on port ${port} to accept connections`);
+    await waitForPong({ ...clientOptions, port, host: "127.0.0.1" }, `redis-server on port ${port} to accept connections`);
   };
   const node: ClusterNode = {
     port,
@@ -122,7 +147,7 @@ function spawnNode(dir: string, port: number, nodeTimeoutMs: number): ClusterNod
       await exited;
     },
     restart: start,
-    client: () => new Redis({ port, host: "127.0.0.1" }),
+    client: () => new Redis({ ...clientOptions, port, host: "127.0.0.1" }),
   };
   return node;
 }
@@ -225,7 +250,7 @@ export async function spawnCluster(options: ClusterOptions = {}): Promise<Spawne
     for (const port of ports) {
       const dir = join(root, String(port));
       mkdirSync(dir);
-      nodes.push(spawnNode(dir, port, nodeTimeoutMs));
+      nodes.push(spawnNode(dir, port, options));
     }
     // A node not yet started starts as its restart would.
     await Promise.all(nodes.map((n) => n.restart()));
@@ -294,7 +319,7 @@ export async function spawnCluster(options: ClusterOptions = {}): Promise<Spawne
   const seeds = nodes.slice(0, primaryCount).map((n) => n.address);
   return {
     nodes,
-    url: `redis+cluster://${seeds.join(",")}`,
+    url: `${options.tls === undefined ? "redis" : "rediss"}+cluster://${seeds.join(",")}`,
     nodeTimeoutMs,
     primaries,
     async primaryOf(slot: number) {
@@ -315,7 +340,7 @@ export async function spawnCluster(options: ClusterOptions = {}): Promise<Spawne
         }
       }
     },
-    client: () => new Cluster(seeds.map((a) => ({ host: "127.0.0.1", port: Number(a.split(":")[1]) }))),
+    client: () => new Cluster(seeds.map((a) => ({ host: "127.0.0.1", port: Number(a.split(":")[1]) })), { redisOptions: nodeClientOptions(options) }),
     stop,
   };
 }
