@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../storage/redis-client.js";
 import type { BackendOptions } from "../storage/backend.js";
 import { DEFAULT_REDIS_KEY_PREFIX } from "../storage/backend.js";
 import { connectRedis, StartupError } from "../storage/redis-connection.js";
@@ -116,7 +116,7 @@ async function openSqlite(store: string, role: "source" | "target"): Promise<Cop
 async function openRedis(options: CopyEndpointOptions, role: "source" | "target"): Promise<CopyEndpoint> {
   // A source is only read: its durability does not matter. A target must be as durable as `serve` requires (or relaxed, when asked).
   const durability = role === "source" ? "relaxed" : (options.redis.durability ?? "strict");
-  const redis: Redis = await connectRedis({ ...options.redis, durability, url: options.store, storeTimeoutMs: COPY_STORE_TIMEOUT_MS });
+  const redis: RedisClient = await connectRedis({ ...options.redis, durability, url: options.store, storeTimeoutMs: COPY_STORE_TIMEOUT_MS });
   const prefix = options.redisKeyPrefix ?? DEFAULT_REDIS_KEY_PREFIX;
   const keys = new RedisKeys(prefix);
   const ops = new RedisOperations(redis, COPY_STORE_TIMEOUT_MS);

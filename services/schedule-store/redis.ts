@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../storage/redis-client.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { RedisOperations, type RedisOperation } from "../storage/redis-operation.js";
 import { redisScript } from "../storage/redis-script.js";
@@ -114,7 +114,7 @@ export class RedisScheduleStore implements ScheduleStore {
 
   /** @param storeTimeoutMs `--store-timeout` in milliseconds. */
   constructor(
-    redis: Redis,
+    redis: RedisClient,
     private readonly keys: RedisKeys,
     storeTimeoutMs: number,
   ) {

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../storage/redis-client.js";
 import { distinctBy, indexScan, type IndexScan } from "../storage/index-scan.js";
 import { scoreIndexPages, type ScoredMember } from "../storage/redis-index-page.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
@@ -39,7 +39,7 @@ export class RedisSessionStore implements SessionStore {
 
   /** @param storeTimeoutMs `--store-timeout` in milliseconds. */
   constructor(
-    redis: Redis,
+    redis: RedisClient,
     private readonly keys: RedisKeys,
     storeTimeoutMs: number,
   ) {

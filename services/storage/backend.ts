@@ -1,6 +1,7 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "./redis-client.js";
 import { SqliteDatabase } from "./sqlite-database.js";
-import { connectRedis, durabilityWatch, StartupError, type RedisConnectOptions } from "./redis-connection.js";
+import { durabilityWatch, StartupError, type RedisConnectOptions } from "./redis-connection.js";
+import { connectRedisClient, isCluster, isRedisStoreUrl } from "./redis-client.js";
 import { RedisKeys } from "./redis-keys.js";
 import { checkSqlitePath, parseSqliteStoreUrl } from "./sqlite-path.js";
 import type { StoreFailure } from "./store-failure.js";
@@ -17,10 +18,11 @@ export interface SqliteBackend {
   readonly storeTimeoutMs: number;
 }
 
-/** The shared backend: one Redis server (standalone), reached through ioredis. */
+/** The shared backend: one Redis server, or a Redis Cluster (issue 13), reached through ioredis. */
 export interface RedisBackend {
   readonly kind: "redis";
-  readonly redis: Redis;
+  /** A single-Redis connection, or a cluster client (see {@link isCluster}). */
+  readonly redis: RedisClient;
   readonly keys: RedisKeys;
   /** True when `appendonly yes` + `appendfsync always` were verified at start. */
   readonly durable: boolean;
@@ -34,7 +36,7 @@ export type Backend = SqliteBackend | RedisBackend;
 
 /** Options for {@link openBackend}, from `serve` flags. */
 export interface BackendOptions {
-  /** `sqlite:PATH`, `sqlite::memory:`, `redis://HOST:PORT[/DB]` or `rediss://...`. */
+  /** `sqlite:PATH`, `sqlite::memory:`, `redis://HOST:PORT[/DB]`, `rediss://...`, `redis+cluster://HOST:PORT[,HOST:PORT...]` or `rediss+cluster://...`. */
   store: string;
   /** Redis settings besides the URL. */
   redis?: Omit<RedisConnectOptions, "url">;
@@ -47,6 +49,9 @@ export interface BackendOptions {
    */
   storeTimeoutMs?: number;
 }
+
+/** The `--store` forms, as a remedy for a URL that is none of them. */
+export const KNOWN_STORES = "use sqlite:PATH, sqlite::memory:, redis://HOST:PORT[/DB], rediss://HOST:PORT[/DB], redis+cluster://HOST:PORT[,HOST:PORT...] or rediss+cluster://HOST:PORT[,HOST:PORT...]";
 
 /** Default of `--redis-key-prefix`. */
 export const DEFAULT_REDIS_KEY_PREFIX = "mecatl-drivers:";
@@ -75,12 +80,12 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
       throw new StartupError(`${(err as Error).message}; check that the directory is writable and the file is a mecatl-drivers database`);
     }
   }
-  if (store.startsWith("redis://") || store.startsWith("rediss://")) {
+  if (isRedisStoreUrl(store)) {
     const keys = new RedisKeys(options.redisKeyPrefix ?? DEFAULT_REDIS_KEY_PREFIX);
-    const redis = await connectRedis({ ...options.redis, url: store, storeTimeoutMs });
+    const redis = await connectRedisClient({ ...options.redis, url: store, storeTimeoutMs });
     return { kind: "redis", redis, keys, durable: (options.redis?.durability ?? "strict") === "strict", description: store, storeTimeoutMs };
   }
-  throw new StartupError(`--store ${JSON.stringify(store)} is not a known store; use sqlite:PATH, sqlite::memory:, redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]`);
+  throw new StartupError(`--store ${JSON.stringify(store)} is not a known store; ${KNOWN_STORES}`);
 }
 
 /**
@@ -121,7 +126,7 @@ export function onBackendHealthChange(backend: Backend, listener: () => void): (
   };
 }
 
-/** Closes the backend after in-flight work: waits for SQLite's queue, QUITs Redis. */
+/** Closes the backend after in-flight work: waits for SQLite's queue, QUITs Redis (every node of a cluster). */
 export async function closeBackend(backend: Backend): Promise<void> {
   if (backend.kind === "sqlite") await backend.db.close();
   else await backend.redis.quit().catch(() => backend.redis.disconnect());

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "./redis-client.js";
 import { batchesBySize, keysetPages, SCAN_PAGE_BYTES, SCAN_PAGE_ENTRIES, type Page } from "./index-scan.js";
 import { redisScript, runScript, type RedisScript } from "./redis-script.js";
 
@@ -8,12 +8,12 @@ import { redisScript, runScript, type RedisScript } from "./redis-script.js";
  * reads are bounded and retried can pass its own implementation instead.
  */
 export interface RedisReader {
-  read<T>(request: (redis: Redis) => Promise<T>): Promise<T>;
+  read<T>(request: (redis: RedisClient) => Promise<T>): Promise<T>;
   readScript(script: RedisScript, keys: string[], args: Array<string | number>): Promise<unknown>;
 }
 
 /** A {@link RedisReader} that sends each request once on `redis`. */
-export function redisReader(redis: Redis): RedisReader {
+export function redisReader(redis: RedisClient): RedisReader {
   return {
     read: (request) => request(redis),
     readScript: (script, keys, args) => runScript(redis, script, keys, args),

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../redis-client.js";
 import { globLiteral } from "../redis-measure.js";
 import type { RedisOperations } from "../redis-operation.js";
 
@@ -19,7 +19,7 @@ export async function scanIds(ops: RedisOperations, prefix: string, suffix: stri
   const match = `${globLiteral(prefix)}*${globLiteral(suffix)}`;
   let cursor = "0";
   do {
-    const [next, keys] = await ops.read((r: Redis) => r.scan(cursor, "MATCH", match, "COUNT", SCAN_COUNT));
+    const [next, keys] = await ops.read((r: RedisClient) => r.scan(cursor, "MATCH", match, "COUNT", SCAN_COUNT));
     cursor = next;
     // SCAN may return a key twice; a key shorter than prefix + suffix cannot be one of ours.
     for (const k of keys) if (k.length >= prefix.length + suffix.length) ids.add(k.slice(prefix.length, k.length - suffix.length));
@@ -36,8 +36,8 @@ export async function scanIds(ops: RedisOperations, prefix: string, suffix: stri
 export async function unlinkAll(ops: RedisOperations, prefix: string): Promise<void> {
   let cursor = "0";
   do {
-    const [next, keys] = await ops.read((r: Redis) => r.scan(cursor, "MATCH", `${globLiteral(prefix)}*`, "COUNT", SCAN_COUNT));
+    const [next, keys] = await ops.read((r: RedisClient) => r.scan(cursor, "MATCH", `${globLiteral(prefix)}*`, "COUNT", SCAN_COUNT));
     cursor = next;
-    if (keys.length > 0) await ops.read((r: Redis) => r.unlink(...keys));
+    if (keys.length > 0) await ops.read((r: RedisClient) => r.unlink(...keys));
   } while (cursor !== "0");
 }
