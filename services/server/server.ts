@@ -208,7 +208,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const tracingWanted = tracingSettings(process.env);
   const tracing = tracingWanted === undefined ? undefined : await startTracing(tracingWanted, logger);
   const metrics = new Metrics();
-  const backend: Backend = await openBackend(options.backend);
+  const backend: Backend = await openBackend({ ...options.backend, log: (msg, fields) => logger.info(fields, msg) });
   const durabilityMode = !backend.durable ? (backend.kind === "sqlite" ? "none" : "relaxed") : "full";
   metrics.durability.set({ mode: durabilityMode }, 1);
   if (backend.kind === "sqlite") backend.db.on("commit", (writes: number) => metrics.groupCommitWrites.observe(writes));

@@ -85,7 +85,7 @@ describe("Redis unreachable", () => {
   });
 
   test("a write applied whose reply is lost while Redis stays unreachable: UNAVAILABLE saying the outcome is unknown, and it was applied once", async () => {
-    const fired = env.proxy.loseNextReply({ match: (c) => c.includes("{ur-lost}") }).then(() => env.proxy.setMode("refuse"));
+    const fired = env.proxy.loseNextReply({ match: (c) => c.includes("}:ur-lost:") }).then(() => env.proxy.setMode("refuse"));
     try {
       expect(await unavailable(append("ur-lost", 1))).toMatch(/may or may not have been applied \(outcome unknown\)/);
       await fired;
