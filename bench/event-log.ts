@@ -35,6 +35,7 @@ import { DEFAULT_STORE_TIMEOUT_MS } from "../services/storage/backend.js";
 import { applyPragmas, migrate } from "../services/storage/sqlite-schema.js";
 import { sqliteMigrations } from "../services/storage/sqlite-registry.js";
 import { eventLogOps } from "../services/event-log/sqlite-ops.js";
+import { UNLIMITED_READ_BYTES } from "../services/storage/sqlite-op.js";
 import { SqliteEventLogStore } from "../services/event-log/sqlite.js";
 import { RedisEventLogStore } from "../services/event-log/redis.js";
 import type { EventLogStore } from "../services/event-log/store.js";
@@ -101,7 +102,7 @@ async function appendBench(t: Target): Promise<void> {
     applyPragmas(db, { busyTimeoutMs: 5000, durable: true });
     migrate(db, sqliteMigrations);
     const append = db.transaction((i: number) =>
-      eventLogOps["events.append"].run(db, { sessionId: `bench-${i % 64}`, record: { kind: "event", format: FORMAT, payload: payloads[i % 64]! } }, { notify: () => undefined }),
+      eventLogOps["events.append"].run(db, { sessionId: `bench-${i % 64}`, record: { kind: "event", format: FORMAT, payload: payloads[i % 64]! } }, { notify: () => undefined, readBytes: UNLIMITED_READ_BYTES }),
     );
     record("raw: one transaction per append", 1, await measure(async (i) => append(i), 1, seconds * 1000));
     db.close();

@@ -1,6 +1,7 @@
 import type Database from "better-sqlite3";
 import { randomBytes } from "node:crypto";
-import { readOp, writeOp, type Migration, type OpContext } from "../storage/sqlite-op.js";
+import { inlineReadOp, NeedsWorker, readOp, writeOp, type Migration, type OpContext } from "../storage/sqlite-op.js";
+import { statement } from "../storage/sqlite-statement.js";
 import { sessionDeleteHooks } from "../session-store/sqlite-ops.js";
 import { PAGE_BYTES, type Appended, type LogPage, type NewRecord, type StoredRecord } from "./store.js";
 
@@ -62,17 +63,6 @@ export interface PollResult {
 /** Most changed logs one poll returns. */
 const POLL_ROWS = 512;
 
-const statements = new WeakMap<Database.Database, Map<string, Database.Statement>>();
-
-/** A prepared statement, prepared once per connection (the hot paths run thousands a second). */
-function stmt(db: Database.Database, sql: string): Database.Statement {
-  let cache = statements.get(db);
-  if (cache === undefined) statements.set(db, (cache = new Map()));
-  let s = cache.get(sql);
-  if (s === undefined) cache.set(sql, (s = db.prepare(sql)));
-  return s;
-}
-
 const NEXT_STAMP = `(SELECT coalesce(max(stamp), 0) + 1 FROM event_logs)`;
 
 interface LogRow {
@@ -82,26 +72,26 @@ interface LogRow {
 }
 
 function findLog(db: Database.Database, sessionId: string): LogRow | undefined {
-  return stmt(db, `SELECT log_id, generation, length FROM event_logs WHERE session_id = ?`).get(sessionId) as LogRow | undefined;
+  return statement(db, `SELECT log_id, generation, length FROM event_logs WHERE session_id = ?`).get(sessionId) as LogRow | undefined;
 }
 
 function append(db: Database.Database, a: { sessionId: string; record: NewRecord }, ctx: OpContext): Appended {
   let log = findLog(db, a.sessionId);
   if (log === undefined) {
-    const row = stmt(db, `INSERT INTO event_logs (session_id, generation, length, stamp) VALUES (?, NULL, 0, ${NEXT_STAMP}) RETURNING log_id`).get(a.sessionId) as { log_id: number };
+    const row = statement(db, `INSERT INTO event_logs (session_id, generation, length, stamp) VALUES (?, NULL, 0, ${NEXT_STAMP}) RETURNING log_id`).get(a.sessionId) as { log_id: number };
     log = { log_id: row.log_id, generation: null, length: 0 };
   }
   const generation = log.generation ?? randomBytes(8).toString("hex");
   const position = log.length + 1;
   const r = a.record;
-  stmt(db, `INSERT INTO event_records (log_id, position, format, payload, reason) VALUES (?, ?, ?, ?, ?)`).run(
+  statement(db, `INSERT INTO event_records (log_id, position, format, payload, reason) VALUES (?, ?, ?, ?, ?)`).run(
     log.log_id,
     position,
     r.kind === "event" ? r.format : null,
     r.kind === "event" ? r.payload : null,
     r.kind === "gap" ? r.reason : null,
   );
-  stmt(db, `UPDATE event_logs SET generation = ?, length = ?, stamp = ${NEXT_STAMP} WHERE log_id = ?`).run(generation, position, log.log_id);
+  statement(db, `UPDATE event_logs SET generation = ?, length = ?, stamp = ${NEXT_STAMP} WHERE log_id = ?`).run(generation, position, log.log_id);
   ctx.notify(EVENTS_TOPIC, { sessionId: a.sessionId, generation, length: position } satisfies LogChange);
   return { generation, position };
 }
@@ -109,23 +99,35 @@ function append(db: Database.Database, a: { sessionId: string; record: NewRecord
 interface RecordRow {
   position: number;
   format: string | null;
+  /** NULL for a gap, and for an event whose payload is larger than the read may load. */
   payload: Buffer | null;
+  /** Payload bytes (NULL for a gap). */
+  size: number | null;
   reason: string | null;
 }
 
-function readPage(db: Database.Database, a: { sessionId: string; afterPosition: number; maxRecords: number }): LogPage | undefined {
+/**
+ * One page of a log. Stops before a record whose payload is larger than
+ * `ctx.readBytes` (SQLite does not even load it); when that is the first
+ * record, throws {@link NeedsWorker} so the page is read off the main thread.
+ */
+function readPage(db: Database.Database, a: { sessionId: string; afterPosition: number; maxRecords: number }, ctx: OpContext): LogPage | undefined {
   const log = findLog(db, a.sessionId);
   if (log === undefined || log.generation === null) return undefined;
   const records: StoredRecord[] = [];
   let bytes = 0;
-  const rows = stmt(db, `SELECT position, format, payload, reason FROM event_records WHERE log_id = ? AND position > ? ORDER BY position LIMIT ?`).iterate(
-    log.log_id,
-    a.afterPosition,
-    a.maxRecords,
-  ) as IterableIterator<RecordRow>;
+  const rows = statement(
+    db,
+    `SELECT position, format, reason, length(payload) AS size, CASE WHEN length(payload) <= ? THEN payload END AS payload
+     FROM event_records WHERE log_id = ? AND position > ? ORDER BY position LIMIT ?`,
+  ).iterate(ctx.readBytes, log.log_id, a.afterPosition, a.maxRecords) as IterableIterator<RecordRow>;
   for (const row of rows) {
-    const size = row.payload?.length ?? row.reason!.length;
+    const size = row.size ?? row.reason!.length;
     if (records.length > 0 && bytes + size > PAGE_BYTES) break;
+    if (row.format !== null && row.payload === null) {
+      if (records.length === 0) throw new NeedsWorker();
+      break;
+    }
     bytes += size;
     records.push(
       row.format !== null ? { kind: "event", format: row.format, payload: row.payload!, position: row.position } : { kind: "gap", reason: row.reason!, position: row.position },
@@ -136,7 +138,7 @@ function readPage(db: Database.Database, a: { sessionId: string; afterPosition: 
 
 /**
  * Removes a session's event log inside the session-delete transaction (pushed
- * onto the session store's delete hooks, DESIGN.md "Event log"): deletes the
+ * onto the session store's delete hooks, docs/DESIGN.md "Event log"): deletes the
  * records, clears the generation so the next append mints a new one (every
  * old cursor then expires), and bumps the stamp so other processes' pollers
  * see the change.
@@ -144,8 +146,8 @@ function readPage(db: Database.Database, a: { sessionId: string; afterPosition: 
 export function deleteEventLog(db: Database.Database, sessionId: string, ctx: OpContext): void {
   const log = findLog(db, sessionId);
   if (log === undefined || log.generation === null) return;
-  stmt(db, `DELETE FROM event_records WHERE log_id = ?`).run(log.log_id);
-  stmt(db, `UPDATE event_logs SET generation = NULL, length = 0, stamp = ${NEXT_STAMP} WHERE log_id = ?`).run(log.log_id);
+  statement(db, `DELETE FROM event_records WHERE log_id = ?`).run(log.log_id);
+  statement(db, `UPDATE event_logs SET generation = NULL, length = 0, stamp = ${NEXT_STAMP} WHERE log_id = ?`).run(log.log_id);
   ctx.notify(EVENTS_TOPIC, { sessionId, generation: null, length: 0 } satisfies LogChange);
 }
 
@@ -158,7 +160,9 @@ sessionDeleteHooks.push(deleteEventLog);
  *   at the next position, minting the generation if the log has none;
  *   group-committed like every write, so durable before it answers.
  * - `events.read` {sessionId, afterPosition, maxRecords} → LogPage | undefined:
- *   one page, read in one transaction so generation, length and records agree.
+ *   one page, read in one transaction so generation, length and records
+ *   agree; inline (on the main thread) unless its first record is larger
+ *   than 1 MiB.
  * - `events.poll` {dataVersion, afterStamp} → PollResult: for the cross-process
  *   follow poller; when `PRAGMA data_version` is unchanged (no other
  *   connection committed) it answers without a query, otherwise it lists logs
@@ -167,15 +171,15 @@ sessionDeleteHooks.push(deleteEventLog);
  */
 export const eventLogOps = {
   "events.append": writeOp(append),
-  "events.read": readOp((db, a: { sessionId: string; afterPosition: number; maxRecords: number }) => db.transaction(() => readPage(db, a))()),
+  "events.read": inlineReadOp((db, a: { sessionId: string; afterPosition: number; maxRecords: number }, ctx) => db.transaction(() => readPage(db, a, ctx))()),
   "events.poll": readOp((db, a: { dataVersion: number; afterStamp: number }): PollResult => {
     const dataVersion = db.pragma("data_version", { simple: true }) as number;
     if (a.afterStamp < 0) {
-      const top = stmt(db, `SELECT coalesce(max(stamp), 0) AS stamp FROM event_logs`).get() as { stamp: number };
+      const top = statement(db, `SELECT coalesce(max(stamp), 0) AS stamp FROM event_logs`).get() as { stamp: number };
       return { dataVersion, stamp: top.stamp, changes: [], more: false };
     }
     if (dataVersion === a.dataVersion) return { dataVersion, stamp: a.afterStamp, changes: [], more: false };
-    const rows = stmt(db, `SELECT session_id, generation, length, stamp FROM event_logs WHERE stamp > ? ORDER BY stamp LIMIT ${POLL_ROWS}`).all(a.afterStamp) as Array<{
+    const rows = statement(db, `SELECT session_id, generation, length, stamp FROM event_logs WHERE stamp > ? ORDER BY stamp LIMIT ${POLL_ROWS}`).all(a.afterStamp) as Array<{
       session_id: string;
       generation: string | null;
       length: number;

@@ -1,6 +1,7 @@
 import type Database from "better-sqlite3";
 import { SCAN_PAGE_ENTRIES, takePage, type Page } from "../storage/index-scan.js";
-import { readOp, writeOp, type Migration } from "../storage/sqlite-op.js";
+import { fitting, inlineReadOp, readOp, UNLIMITED_READ_BYTES, writeOp, type Migration } from "../storage/sqlite-op.js";
+import { statement } from "../storage/sqlite-statement.js";
 import { applyMutation, dueIndexKey, dueIndexKeyAt, isDue, mutationTargets, type MutationReply, type ScheduleMutation } from "./rules.js";
 import { decodeState, encodeState, parseFire, type FireDocument, type ScheduleDocument } from "./schedule.js";
 
@@ -40,19 +41,10 @@ export const scheduleStoreMigrations: readonly Migration[] = [
   },
 ];
 
-const statements = new WeakMap<Database.Database, Map<string, Database.Statement>>();
-
-/** A prepared statement, cached per connection, returning integers as bigints. */
+/** A prepared statement, cached per connection (storage/sqlite-statement.ts), returning integers as bigints. */
 function stmt(db: Database.Database, sql: string): Database.Statement {
-  let cache = statements.get(db);
-  if (cache === undefined) statements.set(db, (cache = new Map()));
-  let s = cache.get(sql);
-  if (s === undefined) {
-    s = db.prepare(sql);
-    if (s.reader) s.safeIntegers(true);
-    cache.set(sql, s);
-  }
-  return s;
+  const s = statement(db, sql);
+  return s.reader ? s.safeIntegers(true) : s;
 }
 
 interface ScheduleRow {
@@ -90,14 +82,31 @@ function toDocument(row: ScheduleRow): ScheduleDocument {
   return { name: row.name, specText: row.spec, placementOwned: row.placement_owned === 1n, maxFires: row.max_fires, state: decodeState(row.state) };
 }
 
-function readSchedule(db: Database.Database, name: string): ScheduleDocument | undefined {
-  const row = stmt(db, `SELECT ${COLUMNS} FROM schedules WHERE name = ?`).get(name) as ScheduleRow | undefined;
+/** The schedule, loading it only when its Spec and State hold at most `readBytes` bytes (see sqlite-op.ts `fitting`). */
+function readSchedule(db: Database.Database, name: string, readBytes = UNLIMITED_READ_BYTES): ScheduleDocument | undefined {
+  const row = fitting(
+    stmt(db, `SELECT ${COLUMNS} FROM schedules WHERE name = ? AND octet_length(spec) + octet_length(state) <= ?`).get(name, readBytes) as ScheduleRow | undefined,
+    () => scheduleExists(db, name),
+  );
   return row === undefined ? undefined : toDocument(row);
 }
 
+function scheduleExists(db: Database.Database, name: string): boolean {
+  return stmt(db, `SELECT 1 FROM schedules WHERE name = ?`).get(name) !== undefined;
+}
+
+/** A fire record's text, loading it only when it holds at most `readBytes` bytes. */
+function readFireText(db: Database.Database, fireId: string, readBytes = UNLIMITED_READ_BYTES): string | undefined {
+  const row = fitting(
+    stmt(db, `SELECT payload FROM schedule_fires WHERE fire_id = ? AND octet_length(payload) <= ?`).get(fireId, readBytes) as { payload: string } | undefined,
+    () => stmt(db, `SELECT 1 FROM schedule_fires WHERE fire_id = ?`).get(fireId) !== undefined,
+  );
+  return row?.payload;
+}
+
 function readFire(db: Database.Database, fireId: string): FireDocument | undefined {
-  const row = stmt(db, `SELECT payload FROM schedule_fires WHERE fire_id = ?`).get(fireId) as { payload: string } | undefined;
-  return row === undefined ? undefined : parseFire(row.payload);
+  const text = readFireText(db, fireId);
+  return text === undefined ? undefined : parseFire(text);
 }
 
 function writeSchedule(db: Database.Database, s: ScheduleDocument): void {
@@ -132,7 +141,8 @@ export const scheduleStoreOps = {
     if (t.fire !== undefined) writeFire(db, t.fire);
     return t.reply;
   }),
-  "schedule.load": readOp((db, a: { name: string }) => readSchedule(db, a.name)),
+  /** Inline (on the main thread) unless the schedule holds more than 1 MiB. */
+  "schedule.load": inlineReadOp((db, a: { name: string }, ctx) => readSchedule(db, a.name, ctx.readBytes)),
   /** One page of ListSchedules: schedules in name byte order strictly after `after` (keyset over the primary key). */
   "schedule.listPage": readOp((db, a: { after: string | undefined }): Page<ScheduleDocument, string> => {
     const rows =
@@ -162,10 +172,9 @@ export const scheduleStoreOps = {
     const page = takePage(rows as Iterable<DueRow>, toDocument, rowBytes, (r): DueKey => ({ dueMs: r.due_ms, rowid: r.rowid }));
     return { ...page, entries: page.entries.filter((s) => isDue(s, a.now)) };
   }),
-  "schedule.loadFire": readOp((db, a: { fireId: string }): string | undefined =>
-    (stmt(db, `SELECT payload FROM schedule_fires WHERE fire_id = ?`).get(a.fireId) as { payload: string } | undefined)?.payload,
-  ),
-  "schedule.exists": readOp((db, a: { name: string }): boolean => stmt(db, `SELECT 1 FROM schedules WHERE name = ?`).get(a.name) !== undefined),
+  /** Inline unless the record holds more than 1 MiB. */
+  "schedule.loadFire": inlineReadOp((db, a: { fireId: string }, ctx): string | undefined => readFireText(db, a.fireId, ctx.readBytes)),
+  "schedule.exists": inlineReadOp((db, a: { name: string }): boolean => scheduleExists(db, a.name)),
   /** One page of ListFires: the schedule's fire records in rowid order strictly after `after`, through the index on `schedule_name`. */
   "schedule.firesPage": readOp((db, a: { scheduleName: string; after: bigint | undefined }): Page<string, bigint> => {
     const rows = stmt(db, `SELECT rowid, payload FROM schedule_fires WHERE schedule_name = ? AND rowid > ? ORDER BY rowid LIMIT ?`).iterate(a.scheduleName, a.after ?? 0n, SCAN_PAGE_ENTRIES);

@@ -7,6 +7,7 @@ import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
 import { DEFAULT_REDIS_KEY_PREFIX, DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
 import { MAX_LEASE_TTL_MS } from "../session-lease/rules.js";
+import { DEFAULT_FOLLOW_STALL_MS } from "../event-log/follow-hub.js";
 import { addStoreOptions, storeBackendOptions, type StoreFlags } from "./store-options.js";
 
 /**
@@ -117,6 +118,7 @@ interface ServeFlags extends StoreFlags {
   leaseTtl: number;
   maxFollowers: number;
   followBuffer: number;
+  followStall: number;
   tlsCert?: string;
   tlsKey?: string;
   tlsClientCa?: string;
@@ -167,7 +169,7 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
     metricsTls: f.metricsTlsCert === undefined ? undefined : { certFile: f.metricsTlsCert, keyFile: f.metricsTlsKey!, clientCaFile: f.metricsTlsClientCa },
     storeSizeIntervalMs: f.storeSizeInterval,
     backend: { ...store, storeTimeoutMs: f.storeTimeout, redis: { ...store.redis, durability: f.redisDurability } },
-    settings: { leaseTtlMs: f.leaseTtl, maxFollowers: f.maxFollowers, followBuffer: f.followBuffer },
+    settings: { leaseTtlMs: f.leaseTtl, maxFollowers: f.maxFollowers, followBuffer: f.followBuffer, followStallMs: f.followStall },
     shutdownGraceMs: f.shutdownGrace,
     connections: {
       keepaliveTimeMs: f.keepaliveTime,
@@ -210,7 +212,12 @@ export function serveCommand(): Command {
   return addStoreOptions(command)
     .addOption(new Option("--lease-ttl <duration>", "lifetime of a session lease (at most 365d)").default(30_000, "30s").argParser(parseLeaseTtl))
     .option("--max-followers <n>", "most concurrent ReadAfter follow streams in this process", parsePositiveInt, 4096)
-    .option("--follow-buffer <n>", "records queued for one slow follower before its stream ends with follow_lagging", parsePositiveInt, 1024)
+    .option("--follow-buffer <n>", "records a live follower may fall behind the log; past it, a follower that reads nothing for --follow-stall ends with follow_lagging", parsePositiveInt, 1024)
+    .addOption(
+      new Option("--follow-stall <duration>", "how long a follower more than --follow-buffer records behind may read nothing before its stream ends with follow_lagging (resumable)")
+        .default(DEFAULT_FOLLOW_STALL_MS, "2s")
+        .argParser(parseDuration),
+    )
     .option("--tls-cert <file>", "PEM certificate chain for TLS")
     .option("--tls-key <file>", "PEM private key for TLS")
     .option("--tls-client-ca <file>", "require client certificates signed by this PEM CA (mTLS)")

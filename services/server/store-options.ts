@@ -17,7 +17,7 @@ export interface StoreFlags {
 /**
  * Adds the flags that name a store and how to reach it, shared by every
  * command that opens a store itself (`serve`, `stats`): `--store`, the Redis
- * credential files (never in the URL, DESIGN.md "Backends"), `--redis-tls-ca`,
+ * credential files (never in the URL, docs/DESIGN.md "Backends"), `--redis-tls-ca`,
  * `--redis-allow-plaintext` and `--redis-key-prefix`.
  */
 export function addStoreOptions(command: Command): Command {

@@ -65,30 +65,38 @@ const INVERT = 9_007_199_254_740_992n;
 /**
  * Saves (or creates, or backfills) a snapshot with its metadata row and
  * lineage record, reading the time from the Redis server.
- * KEYS[1] snapshot hash, KEYS[2] List index, KEYS[3] partition `rows`,
+ * KEYS[1] snapshot hash, KEYS[2] the session's List index partition, KEYS[3] partition `rows`,
  * KEYS[4] partition `all`, KEYS[5] partition `scopes`, KEYS[6]
  * `lineage:records`, KEYS[7] `lineage:state`, KEYS[8] `lineage:ids`,
- * KEYS[9] `lineage:related` (all of the session's partition).
- * ARGV[1] session id, ARGV[2] format, ARGV[3] payload, ARGV[4] mode (`save`,
+ * KEYS[9] `lineage:related` (all of the session's partition), KEYS[10] the
+ * session's chunk list (`RedisKeys.snapshotChunks`), KEYS[11] this
+ * operation's staging list (`RedisKeys.snapshotStage`).
+ * ARGV[1] session id, ARGV[2] format, ARGV[3] payload (empty when staged),
+ * ARGV[4] mode (`save`,
  * `create`: only if absent, `backfill`: only the metadata of a snapshot an
  * earlier build stored, unchanged since it was read, `import`: a save at the
  * time ARGV[11] instead of now, for `mecatl-drivers copy`), ARGV[5] prefix of the
  * partition's owner sets (`owner:<hex>` keys are built from it), ARGV[6]
  * owner scope hex or empty, ARGV[7] incarnation or empty (non-sessnap),
  * ARGV[8] row JSON, ARGV[9] record key prefix (id length and id), ARGV[10]
- * record JSON, ARGV[11] `modified_us` expected by `backfill` or given to `import`, ARGV[12..]
- * related prefixes (`<related key>|`).
+ * record JSON, ARGV[11] `modified_us` expected by `backfill` or given to
+ * `import`, ARGV[12] the number of chunks staged in KEYS[11] (issue 11: a
+ * payload over 1 MiB, published by renaming KEYS[11] to KEYS[10]) or empty
+ * for a payload in ARGV[3], ARGV[13..] related prefixes (`<related key>|`).
  * Returns 1 when written (recorded), 0 when nothing was (create of an
  * existing id, or a backfill that found the session changed or already
- * projected; not recorded).
+ * projected; not recorded), -1 when KEYS[11] does not hold ARGV[12] chunks
+ * (the staged payload expired; nothing written, not recorded).
  */
 export const SAVE_PROJECTED = redisScript({
   name: "mecatlSessionSaveProjected",
   lua: `
 local id, mode, ownerPrefix, owner, inc = ARGV[1], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local staged = ARGV[12] ~= ''
 local prev = redis.call('HMGET', KEYS[1], 'modified_us', 'owner', 'incarnation', 'meta')
 if mode == 'create' and prev[1] then return 0 end
 if mode == 'backfill' and (prev[1] ~= ARGV[11] or prev[4]) then return 0 end
+if staged and redis.call('LLEN', KEYS[11]) ~= tonumber(ARGV[12]) then return -1 end
 local us
 if mode == 'backfill' then
   us = tonumber(prev[1])
@@ -119,7 +127,16 @@ redis.call('ZADD', KEYS[4], 0, m)
 if owner ~= '' then redis.call('ZADD', ownerPrefix .. owner, 0, m) end
 redis.call('HSET', KEYS[3], id, ARGV[8])
 if mode ~= 'backfill' then
-  redis.call('HSET', KEYS[1], 'format', ARGV[2], 'payload', ARGV[3], 'modified_us', uss)
+  -- UNLINK frees a list of more than 64 chunks (over 32 MiB) in the background.
+  redis.call('UNLINK', KEYS[10])
+  if staged then
+    redis.call('RENAME', KEYS[11], KEYS[10])
+    redis.call('PERSIST', KEYS[10])
+    redis.call('HDEL', KEYS[1], 'payload')
+    redis.call('HSET', KEYS[1], 'format', ARGV[2], 'modified_us', uss)
+  else
+    redis.call('HSET', KEYS[1], 'format', ARGV[2], 'payload', ARGV[3], 'modified_us', uss)
+  end
   redis.call('ZADD', KEYS[2], uss, id)
 end
 redis.call('HSET', KEYS[1], 'meta', '1', 'owner', owner, 'incarnation', inc)
@@ -132,7 +149,7 @@ if inc ~= '' then
   redis.call('HSET', KEYS[6], key, ARGV[10])
   redis.call('HSET', KEYS[7], key, 'retained')
   redis.call('ZADD', KEYS[8], 0, key)
-  for i = 12, #ARGV do redis.call('ZADD', KEYS[9], 0, ARGV[i] .. key) end
+  for i = 13, #ARGV do redis.call('ZADD', KEYS[9], 0, ARGV[i] .. key) end
 end
 return op_done(1)
 `,
@@ -142,7 +159,7 @@ return op_done(1)
  * Deletes a session and all of its records, takes its metadata row out of
  * its partition, prunes its lineage record (kept forever), then tells
  * whoever listens.
- * KEYS[1] List index, KEYS[2] partition `rows`, KEYS[3] partition `all`,
+ * KEYS[1] the session's List index partition, KEYS[2] partition `rows`, KEYS[3] partition `all`,
  * KEYS[4] partition `scopes`, KEYS[5] `lineage:state`, KEYS[6..] every key
  * of the session, the snapshot hash first.
  * ARGV[1] session id, ARGV[2] prefix of the partition's owner sets, ARGV[3]
@@ -171,7 +188,7 @@ if prev[4] then
   if prev[3] and prev[3] ~= '' then redis.call('HSET', KEYS[5], ARGV[3] .. prev[3], 'pruned:' .. uss) end
 end
 redis.call('ZREM', KEYS[1], id)
-for i = 6, #KEYS do redis.call('DEL', KEYS[i]) end
+for i = 6, #KEYS do redis.call('UNLINK', KEYS[i]) end
 for i = 4, #ARGV do redis.call('PUBLISH', ARGV[i], '') end
 return op_done(1)
 `,
@@ -409,9 +426,10 @@ export class RedisSessionMetadata {
       await Promise.all(
         ids.map(async (id) => {
           const [payload, modified, meta] = await this.ops.read((r) => r.hmgetBuffer(this.keys.snapshot(id), "payload", "modified_us", "meta"));
+          // (A payload held in chunks was saved by this build, with its metadata.)
           if (payload === null || modified === null || meta !== null) return;
-          const { keys, args } = this.write(config, id, projectStoredSnapshot(id, payload));
           const op = this.ops.begin();
+          const { keys, args } = this.write(config, id, projectStoredSnapshot(id, payload), op.id);
           await op.script(SAVE_PROJECTED, keys, [id, "", "", "backfill", ...args(modified.toString())], op.record(this.keys.sessionOp(id, op.id)));
         }),
       );
@@ -431,19 +449,27 @@ export class RedisSessionMetadata {
 
   /**
    * KEYS and the projection's ARGV (ARGV[5] on) of {@link SAVE_PROJECTED}
-   * for `sessionId`. `args` takes the `modified_us` a backfill expects.
+   * for `sessionId`, written by operation `opId`. `args` takes the
+   * `modified_us` a backfill expects or an import gives, and the number of
+   * chunks staged (issue 11).
    */
-  write(config: MetaConfig, sessionId: string, projection: SessionProjection): { keys: string[]; args: (expectedModified?: string) => string[] } {
+  write(config: MetaConfig, sessionId: string, projection: SessionProjection, opId: string): { keys: string[]; args: (expectedModified?: string, stagedChunks?: string) => string[] } {
     const p = this.partitionOf(config, sessionId);
     const k = (name: string) => this.partitionKey(p, name);
-    const keys = [this.keys.snapshot(sessionId), this.keys.sessionIndexOf(sessionId), k("rows"), k("all"), k("scopes"), k("lineage:records"), k("lineage:state"), k("lineage:ids"), k("lineage:related")];
+    const keys = [
+      this.keys.snapshot(sessionId),
+      this.keys.sessionIndexOf(sessionId),
+      ...["rows", "all", "scopes", "lineage:records", "lineage:state", "lineage:ids", "lineage:related"].map(k),
+      this.keys.snapshotChunks(sessionId),
+      this.keys.snapshotStage(sessionId, opId),
+    ];
     const m = projection.metadata;
     const row: StoredRow = { a: projection.activityState, b: projection.estimatedBytes, m: m === undefined ? null : encodeMetadata(m) };
     const record: StoredRecord | undefined = m === undefined ? undefined : { kind: m.kind, relationship: m.relationship, ownerScope: Buffer.from(m.ownerScope).toString("hex") };
     const related = m === undefined ? [] : relatedPrefixes(m.relationship);
     return {
       keys,
-      args: (expectedModified = "") => [
+      args: (expectedModified = "", stagedChunks = "") => [
         k("owner:"),
         ownerScopeHex(m) ?? "",
         m?.incarnation ?? "",
@@ -451,6 +477,7 @@ export class RedisSessionMetadata {
         recordPrefix(sessionId),
         record === undefined ? "" : JSON.stringify(record),
         expectedModified,
+        stagedChunks,
         ...related,
       ],
     };

@@ -4,7 +4,8 @@ import { mergedScoreIndex, type ScoredMember } from "../storage/redis-index-page
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { RedisOperations } from "../storage/redis-operation.js";
 import type { SessionProjection } from "./projection.js";
-import { DELETE_PROJECTED, RedisSessionMetadata, SAVE_PROJECTED } from "./redis-metadata.js";
+import { DELETE_PROJECTED, RedisSessionMetadata } from "./redis-metadata.js";
+import { readSnapshot, saveSnapshot } from "./redis-payload.js";
 import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery, SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
 
 function toBuffer(bytes: Uint8Array): Buffer {
@@ -16,7 +17,8 @@ async function* sessionsOf(entries: AsyncIterable<ScoredMember>): AsyncGenerator
 }
 
 /**
- * SessionStore on Redis: a hash per session plus a sorted set per partition
+ * SessionStore on Redis: a hash per session (a payload over 1 MiB in a list
+ * of chunks beside it, see redis-payload.ts) plus a sorted set per partition
  * indexing the partition's ids by save time, so List never scans the
  * keyspace, and the partitioned metadata index and lineage records of
  * redis-metadata.ts. A session's keys carry its partition's hash tag
@@ -50,11 +52,17 @@ export class RedisSessionStore implements SessionStore {
     await this.meta.config();
   }
 
+  /**
+   * Save or Create in one operation: a payload over 1 MiB is staged in
+   * chunks first (redis-payload.ts), then one recorded script writes the
+   * snapshot (publishing the chunks), its List entry, metadata row and
+   * lineage records together.
+   */
   private async put(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection, mode: "save" | "create"): Promise<boolean> {
-    const { keys, args } = this.meta.write(await this.meta.config(), sessionId, projection);
+    const config = await this.meta.config();
     const op = this.ops.begin();
-    const argv = [sessionId, snapshot.format, toBuffer(snapshot.payload), mode, ...args()];
-    return (await op.script(SAVE_PROJECTED, keys, argv, op.record(this.keys.sessionOp(sessionId, op.id)))) === 1;
+    const write = this.meta.write(config, sessionId, projection, op.id);
+    return (await saveSnapshot(op, this.ops, this.keys, write, { sessionId, format: snapshot.format, payload: toBuffer(snapshot.payload), mode })) === 1;
   }
 
   async save(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<void> {
@@ -66,9 +74,8 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async load(sessionId: string): Promise<StoredSnapshot | undefined> {
-    const [format, payload] = await this.ops.read((r) => r.hmgetBuffer(this.keys.snapshot(sessionId), "format", "payload"));
-    if (format === null || payload === null) return undefined;
-    return { format: format.toString("utf8"), payload };
+    const read = await readSnapshot(this.ops, this.keys, sessionId);
+    return read === undefined ? undefined : { format: read.format, payload: read.payload };
   }
 
   /**

@@ -32,7 +32,7 @@ export const MAX_LINEAGE_RECORDS = 256;
 
 /**
  * Most rows one PageMetadata answer carries, whatever `limit` asks: a longer
- * page ends early with a `next_cursor` (DESIGN.md principle 6). The harness
+ * page ends early with a `next_cursor` (docs/DESIGN.md principle 6). The harness
  * reads `next_cursor`, not the row count, to know whether more follow.
  */
 export const MAX_PAGE_ROWS = 1000;

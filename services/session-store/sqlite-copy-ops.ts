@@ -4,7 +4,8 @@ import { readOp, writeOp } from "../storage/sqlite-op.js";
 import { copyStatement, idsOp } from "../storage/copy/sqlite-copy-op.js";
 import { wholeRecords, type CopyReadRequest } from "../storage/copy/kind-store.js";
 import { copiedProjection, lineageCopyId, parseLineageCopyId, type SessionCopy } from "./copy-format.js";
-import { sessionStoreOps } from "./sqlite-ops.js";
+import { putSession, sessionStoreOps } from "./sqlite-ops.js";
+import { dropChunks } from "./sqlite-blobs.js";
 import { LINEAGE_COLUMNS, toLineageRecord, upsertLineage, writeProjection, type LineageDbRow } from "./sqlite-metadata.js";
 import type { ActivityState } from "./activity.js";
 import type { LineageRecord } from "./store.js";
@@ -42,13 +43,14 @@ function readSession(db: Database.Database, sessionId: string, ctx: Parameters<(
  *
  * - `session.copy.ids` → every session id; `session.copy.read` {requests}
  *   → the {@link SessionCopy} of each (undefined when gone);
- * - `session.copy.write` {records}: stores each snapshot with its save time
- *   and its metadata row as given, keeping the paging scopes' counts and
+ * - `session.copy.write` {records}: stores each snapshot (inline, whatever
+ *   its size) with its save time and its metadata row as given, keeping the paging scopes' counts and
  *   generations right (an upsert, so writing a session again is harmless);
  * - `session.copy.lineageIds`, `session.copy.lineageRead` {requests},
  *   `session.copy.lineageWrite` {records}: lineage records, tombstones
  *   included, stored exactly as given;
- * - `session.copy.erase`: removes every session, metadata row, lineage
+ * - `session.copy.erase`: removes every session (staged and chunked payloads
+ *   included), metadata row, lineage
  *   record and paging scope, and gives the store a new id so that no
  *   PageMetadata cursor issued before is taken for one of the new contents.
  */
@@ -56,12 +58,10 @@ export const sessionCopyOps = {
   "session.copy.ids": idsOp(`SELECT session_id FROM sessions`),
   "session.copy.read": readOp((db, a: { requests: CopyReadRequest[] }, ctx) => wholeRecords(a.requests, (id) => readSession(db, id, ctx))),
   "session.copy.write": writeOp((db, a: { records: SessionCopy[] }) => {
-    const put = copyStatement(db, 
-      `INSERT INTO sessions (session_id, format, payload, modified_us) VALUES (?, ?, ?, ?)
-       ON CONFLICT (session_id) DO UPDATE SET format = excluded.format, payload = excluded.payload, modified_us = excluded.modified_us`,
-    );
     for (const s of a.records) {
-      put.run(s.sessionId, s.format, s.payload, s.modifiedAtMicros);
+      const { garbage } = putSession(db, { sessionId: s.sessionId, format: s.format, payload: s.payload, blobId: null, modifiedUs: s.modifiedAtMicros }, false);
+      // A copy writes in batches, offline: the chunks of a payload it replaced go at once.
+      if (garbage !== undefined) while (dropChunks(db, garbage) > 0);
       writeProjection(db, s.sessionId, s.modifiedAtMicros, copiedProjection(s));
     }
   }),
@@ -82,7 +82,7 @@ export const sessionCopyOps = {
     for (const r of a.records) upsertLineage(db, r);
   }),
   "session.copy.erase": writeOp((db, _a: Record<string, never>) => {
-    db.exec(`DELETE FROM sessions; DELETE FROM session_metadata; DELETE FROM session_lineage; DELETE FROM session_scopes;`);
+    db.exec(`DELETE FROM sessions; DELETE FROM session_blob_chunks; DELETE FROM session_stages; DELETE FROM session_metadata; DELETE FROM session_lineage; DELETE FROM session_scopes;`);
     copyStatement(db, `UPDATE session_store_info SET value = ? WHERE key = 'store_id'`).run(randomBytes(8).toString("hex"));
   }),
 };

@@ -1,6 +1,7 @@
 import type Database from "better-sqlite3";
 import { randomBytes } from "node:crypto";
 import type { Migration } from "../storage/sqlite-op.js";
+import { statement } from "../storage/sqlite-statement.js";
 import type { SessionRelationship } from "../../common/session-relationship.js";
 import { decodeMetadata, encodeMetadata, ownerScopeHex } from "./metadata-record.js";
 import type { SessionProjection } from "./projection.js";
@@ -76,7 +77,8 @@ function ownerScopeKey(hex: string): string {
 
 /** Adds `delta` rows to a scope and bumps its generation. */
 function bumpScope(db: Database.Database, scope: string, delta: number): void {
-  db.prepare(
+  statement(
+    db,
     `INSERT INTO session_scopes (scope, generation, count) VALUES (?, 1, ?)
      ON CONFLICT (scope) DO UPDATE SET generation = generation + 1, count = count + excluded.count`,
   ).run(scope, delta);
@@ -93,7 +95,8 @@ function relatedOrNull(id: string, incarnation: string): [string | null, string 
  */
 export function upsertLineage(db: Database.Database, r: LineageRecord): void {
   const rel = r.relationship;
-  db.prepare(
+  statement(
+    db,
     `INSERT INTO session_lineage (session_id, incarnation, kind, relationship, parent_session_id, parent_incarnation, origin_session_id, origin_incarnation,
                                   debug_target_session_id, debug_target_incarnation, owner_scope, state, deleted_us)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -124,7 +127,7 @@ function putLineage(db: Database.Database, sessionId: string, projection: Sessio
 }
 
 function pruneLineage(db: Database.Database, sessionId: string, incarnation: string, nowMicros: number): void {
-  db.prepare(`UPDATE session_lineage SET state = 'pruned', deleted_us = ? WHERE session_id = ? AND incarnation = ? AND state = 'retained'`).run(nowMicros, sessionId, incarnation);
+  statement(db, `UPDATE session_lineage SET state = 'pruned', deleted_us = ? WHERE session_id = ? AND incarnation = ? AND state = 'retained'`).run(nowMicros, sessionId, incarnation);
 }
 
 interface CurrentRow {
@@ -133,7 +136,7 @@ interface CurrentRow {
 }
 
 function currentRow(db: Database.Database, sessionId: string): CurrentRow | undefined {
-  return db.prepare<[string], CurrentRow>(`SELECT owner_scope, incarnation FROM session_metadata WHERE session_id = ?`).get(sessionId);
+  return statement<[string], CurrentRow>(db, `SELECT owner_scope, incarnation FROM session_metadata WHERE session_id = ?`).get(sessionId);
 }
 
 /**
@@ -149,7 +152,8 @@ export function writeProjection(db: Database.Database, sessionId: string, modifi
   bumpScope(db, ALL, before === undefined ? 1 : 0);
   if (before?.owner_scope != null) bumpScope(db, ownerScopeKey(before.owner_scope), before.owner_scope === owner ? 0 : -1);
   if (owner !== undefined && owner !== before?.owner_scope) bumpScope(db, ownerScopeKey(owner), 1);
-  db.prepare(
+  statement(
+    db,
     `INSERT INTO session_metadata (session_id, modified_us, owner_scope, incarnation, estimated_bytes, activity_state, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)
      ON CONFLICT (session_id) DO UPDATE SET modified_us = excluded.modified_us, owner_scope = excluded.owner_scope, incarnation = excluded.incarnation,
        estimated_bytes = excluded.estimated_bytes, activity_state = excluded.activity_state, metadata = excluded.metadata`,
@@ -168,13 +172,13 @@ export function removeProjection(db: Database.Database, sessionId: string, nowMi
   if (before === undefined) return;
   bumpScope(db, ALL, -1);
   if (before.owner_scope !== null) bumpScope(db, ownerScopeKey(before.owner_scope), -1);
-  db.prepare(`DELETE FROM session_metadata WHERE session_id = ?`).run(sessionId);
+  statement(db, `DELETE FROM session_metadata WHERE session_id = ?`).run(sessionId);
   if (before.incarnation !== null) pruneLineage(db, sessionId, before.incarnation, nowMicros);
 }
 
 /** The store's random id (see {@link metadataMigration}). */
 function storeId(db: Database.Database): string {
-  return db.prepare<[], { value: string }>(`SELECT value FROM session_store_info WHERE key = 'store_id'`).get()!.value;
+  return statement<[], { value: string }>(db, `SELECT value FROM session_store_info WHERE key = 'store_id'`).get()!.value;
 }
 
 interface MetadataDbRow {
@@ -205,7 +209,7 @@ const ROW_COLUMNS = "session_id, modified_us, estimated_bytes, activity_state, m
 export function readMetadataPage(db: Database.Database, q: MetadataPageQuery): MetadataPageAnswer {
   return db.transaction((): MetadataPageAnswer => {
     const scope = q.scope.kind === "all" ? ALL : ownerScopeKey(q.scope.ownerScopeHex);
-    const s = db.prepare<[string], { generation: number; count: number }>(`SELECT generation, count FROM session_scopes WHERE scope = ?`).get(scope);
+    const s = statement<[string], { generation: number; count: number }>(db, `SELECT generation, count FROM session_scopes WHERE scope = ?`).get(scope);
     const generation = `${storeId(db)}.${s?.generation ?? 0}`;
     if (q.generation !== undefined && q.generation !== generation) return { restart: true };
     const owner = q.scope.kind === "owner" ? q.scope.ownerScopeHex : undefined;
@@ -216,15 +220,13 @@ export function readMetadataPage(db: Database.Database, q: MetadataPageQuery): M
     const tie = q.after?.tie;
     if (tie !== undefined) {
       rows.push(
-        ...db
-          .prepare<unknown[], MetadataDbRow>(`SELECT ${ROW_COLUMNS} FROM session_metadata WHERE ${filter}modified_us = ? AND session_id > ? ORDER BY session_id LIMIT ?`)
+        ...statement<unknown[], MetadataDbRow>(db, `SELECT ${ROW_COLUMNS} FROM session_metadata WHERE ${filter}modified_us = ? AND session_id > ? ORDER BY session_id LIMIT ?`)
           .all(...ownerArg, tie.micros, tie.sessionId, want),
       );
     }
     if (rows.length < want) {
       rows.push(
-        ...db
-          .prepare<unknown[], MetadataDbRow>(`SELECT ${ROW_COLUMNS} FROM session_metadata WHERE ${filter}modified_us < ? ORDER BY modified_us DESC, session_id LIMIT ?`)
+        ...statement<unknown[], MetadataDbRow>(db, `SELECT ${ROW_COLUMNS} FROM session_metadata WHERE ${filter}modified_us < ? ORDER BY modified_us DESC, session_id LIMIT ?`)
           .all(...ownerArg, q.after?.beforeMicros ?? Number.MAX_SAFE_INTEGER, want - rows.length),
       );
     }
@@ -305,10 +307,10 @@ export function metadataMigration(project: (sessionId: string, payload: Uint8Arr
     version: 2,
     sql: SCHEMA_V2,
     run(db) {
-      db.prepare(`INSERT INTO session_store_info (key, value) VALUES ('store_id', ?)`).run(randomBytes(8).toString("hex"));
+      statement(db, `INSERT INTO session_store_info (key, value) VALUES ('store_id', ?)`).run(randomBytes(8).toString("hex"));
       // One payload in memory at a time (the connection cannot write while a query iterates).
-      const ids = db.prepare<[], { session_id: string; modified_us: number }>(`SELECT session_id, modified_us FROM sessions`).all();
-      const payload = db.prepare<[string], { payload: Buffer }>(`SELECT payload FROM sessions WHERE session_id = ?`);
+      const ids = statement<[], { session_id: string; modified_us: number }>(db, `SELECT session_id, modified_us FROM sessions`).all();
+      const payload = statement<[string], { payload: Buffer }>(db, `SELECT payload FROM sessions WHERE session_id = ?`);
       for (const s of ids) writeProjection(db, s.session_id, s.modified_us, project(s.session_id, payload.get(s.session_id)!.payload));
     },
   };

@@ -1,7 +1,13 @@
 import { indexScan, keysetScan, type IndexScan } from "../storage/index-scan.js";
 import type { SqliteDatabase } from "../storage/sqlite-database.js";
+import { processIdentity } from "../storage/process-identity.js";
 import type { SessionProjection } from "./projection.js";
+import { CHUNK_BYTES, STAGE_BYTES } from "./sqlite-blobs.js";
+import type { PutResult } from "./sqlite-ops.js";
 import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery, SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
+
+/** This process, as the owner of the payloads it stages (sqlite-blobs.ts). */
+const OWNER = processIdentity();
 
 /**
  * SessionStore on SQLite: one row per session in the `sessions` table, its
@@ -9,6 +15,13 @@ import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery
  * sqlite-metadata.ts), every write group-committed by the SQLite worker with
  * `synchronous=FULL`, each in one savepoint so the snapshot and its
  * projection change together.
+ *
+ * A payload above 1 MiB is staged first (issue 11, sqlite-blobs.ts): chunk
+ * by chunk, each chunk its own small transaction (moved to the worker, not
+ * copied), so that small writes are committed between them; then the Save
+ * publishes the staged blob in one small transaction, and is durable and
+ * atomic like any other. The blob a write replaced is dropped afterwards, a
+ * few chunks per transaction, without holding up the answer.
  */
 export class SqliteSessionStore implements SessionStore {
   constructor(private readonly db: SqliteDatabase) {}
@@ -16,12 +29,66 @@ export class SqliteSessionStore implements SessionStore {
   /** Nothing to do: the schema migration (metadata backfill included) ran when the database was opened. */
   async open(): Promise<void> {}
 
-  save(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<void> {
-    return this.db.call("session.save", { sessionId, snapshot, projection });
+  async save(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<void> {
+    await this.put("session.save", sessionId, snapshot, projection);
   }
 
-  create(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<boolean> {
-    return this.db.call("session.create", { sessionId, snapshot, projection });
+  async create(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<boolean> {
+    return (await this.put("session.create", sessionId, snapshot, projection)).written;
+  }
+
+  private async put(op: "session.save" | "session.create", sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<PutResult> {
+    const size = snapshot.payload.byteLength;
+    if (size <= STAGE_BYTES) return this.dropAfter(await this.db.call(op, { sessionId, snapshot, projection }));
+    const blobId = await this.stage(snapshot.payload);
+    try {
+      return this.dropAfter(await this.db.call(op, { sessionId, snapshot: { format: snapshot.format, payload: new Uint8Array(0) }, projection, staged: { blobId, size } }));
+    } catch (err) {
+      this.abandon(blobId);
+      throw err;
+    }
+  }
+
+  /** Stages `payload` as a new blob, one chunk per write; answers its id. */
+  private async stage(payload: Uint8Array): Promise<number> {
+    const blobId = await this.db.call("session.stage", { owner: OWNER });
+    try {
+      for (let seq = 0, at = 0; at < payload.byteLength; seq++, at += CHUNK_BYTES) {
+        // A copy of its own, so that its memory can move to the worker (the payload is a view into the request).
+        const bytes = new Uint8Array(Math.min(CHUNK_BYTES, payload.byteLength - at));
+        bytes.set(payload.subarray(at, at + bytes.byteLength));
+        await this.db.call("session.stageChunk", { blobId, seq, bytes }, [bytes.buffer]);
+      }
+    } catch (err) {
+      this.abandon(blobId);
+      throw err;
+    }
+    return blobId;
+  }
+
+  /** Gives up a staging and drops what it wrote, in the background (whatever fails here is removed at the next start). */
+  private abandon(blobId: number): void {
+    this.db.call("session.unstage", { blobId }).then(
+      () => this.drop(blobId),
+      () => undefined,
+    );
+  }
+
+  /** Starts dropping the blob a write made garbage, if any; answers `result`. */
+  private dropAfter(result: PutResult): PutResult {
+    if (result.garbage !== undefined) this.drop(result.garbage);
+    return result;
+  }
+
+  /** Deletes a garbage blob a few chunks per transaction, in the background. */
+  private drop(blobId: number): void {
+    const step = (): void => {
+      this.db.call("session.dropChunks", { blobId }).then(
+        (deleted) => (deleted > 0 ? step() : undefined),
+        () => undefined,
+      );
+    };
+    step();
   }
 
   load(sessionId: string): Promise<StoredSnapshot | undefined> {
@@ -35,8 +102,9 @@ export class SqliteSessionStore implements SessionStore {
     );
   }
 
-  delete(sessionId: string): Promise<void> {
-    return this.db.call("session.delete", { sessionId });
+  async delete(sessionId: string): Promise<void> {
+    const garbage = await this.db.call("session.delete", { sessionId });
+    if (garbage !== undefined) this.drop(garbage);
   }
 
   pageMetadata(query: MetadataPageQuery): Promise<MetadataPageAnswer> {

@@ -8,7 +8,7 @@ import { StoreFailure } from "./store-failure.js";
 import { speaksPlaintextRedis } from "./redis-plaintext-probe.js";
 import { readCertificates } from "../../common/pem.js";
 
-/** How strictly the Redis server's persistence is checked at start (DESIGN.md principle 1). */
+/** How strictly the Redis server's persistence is checked at start (docs/DESIGN.md principle 1). */
 export type RedisDurability = "strict" | "relaxed";
 
 /** Options for {@link connectRedis}, from `serve` flags. */
@@ -106,7 +106,7 @@ function readSecret(file: string | undefined, flag: string): string | undefined 
  * Connects to Redis, waits until it answers, and checks durability: with
  * `durability` strict (the default) the server must run with `appendonly yes`
  * and `appendfsync always`, so that an acknowledged write is on disk
- * (DESIGN.md "Backends"). In strict mode a {@link DurabilityWatch} keeps
+ * (docs/DESIGN.md "Backends"). In strict mode a {@link DurabilityWatch} keeps
  * checking afterwards, and every write script is refused with a
  * StoreFailure (UNAVAILABLE) while it cannot vouch for the server
  * ({@link DurabilityWatch.admit}). Every declared Lua script is defined on the
@@ -264,7 +264,7 @@ export async function verifyDatabase(redis: Redis, db: number, url: string): Pro
 
 /**
  * What is wrong with a Redis server's persistence settings for OK-means-durable
- * (DESIGN.md principle 1), or undefined when `appendonly` is `yes` and
+ * (docs/DESIGN.md principle 1), or undefined when `appendonly` is `yes` and
  * `appendfsync` is `always`. The sentence names each wrong setting, e.g.
  * `Redis is not durable: appendfsync is "everysec" (needs "always")`.
  */
@@ -343,7 +343,7 @@ export interface DurabilityWatchOptions {
 
 /**
  * Keeps checking that a Redis server found durable at start stays durable
- * (DESIGN.md principle 1, issue 9): after every reconnect, since the server
+ * (docs/DESIGN.md principle 1, issue 9): after every reconnect, since the server
  * may have been restarted with another configuration (say without
  * `appendonly`, and so without its data), and every `intervalMs` (a
  * `CONFIG SET`). Emits `change` whenever {@link problem} or {@link verified}

@@ -4,6 +4,7 @@ import { DEFAULT_PARTITIONS, StoreLayout } from "./redis-layout.js";
 /** Suffixes of the keys of one session (`session:{<tag>}:<id>...`), with what they hold (see {@link RedisKeys.kindOf}). */
 const SESSION_KEY_SUFFIXES: ReadonlyArray<[string, StoreKind, "one" | "stream" | "none"]> = [
   [":snapshot", "sessions", "one"],
+  [":payload", "sessions", "none"],
   [":lease", "leases", "one"],
   [":events:meta", "events", "none"],
   [":events", "events", "stream"],
@@ -78,14 +79,33 @@ export class RedisKeys {
   upgradeLock(): string {
     return `${this.base}store:{config}:upgrading`;
   }
+
   /**
-   * Hash holding one session's snapshot: fields `format`, `payload`,
+   * Hash holding one session's snapshot: fields `format`, `payload` (absent
+   * for a payload over 1 MiB, held in {@link snapshotChunks} instead),
    * `modified_us`, and, once its metadata row is written (issue 12), `meta`
    * (`1`), `owner` (hex owner scope or empty) and `incarnation` (empty for a
    * non-sessnap payload).
    */
   snapshot(sessionId: string): string {
     return `${this.record("session", sessionId)}:snapshot`;
+  }
+
+  /**
+   * List holding the payload of a snapshot over 1 MiB in chunks, in order
+   * (issue 11); its snapshot hash then has no `payload` field.
+   */
+  snapshotChunks(sessionId: string): string {
+    return `${this.record("session", sessionId)}:payload`;
+  }
+
+  /**
+   * List in which the Save of operation `opId` stages the chunks of a
+   * snapshot over 1 MiB; its Save script renames it to
+   * {@link snapshotChunks}. Expires if the Save never publishes it.
+   */
+  snapshotStage(sessionId: string, opId: string): string {
+    return `${this.record("session", sessionId)}:stage:${opId}`;
   }
 
   /**
@@ -132,11 +152,11 @@ export class RedisKeys {
 
   /**
    * Every key that holds data of one session, deleted together when the
-   * session is deleted (the event log travels with its session, DESIGN.md
+   * session is deleted (the event log travels with its session, docs/DESIGN.md
    * "Event log").
    */
   sessionData(sessionId: string): string[] {
-    return [this.snapshot(sessionId), this.eventLogMeta(sessionId), this.eventLog(sessionId)];
+    return [this.snapshot(sessionId), this.snapshotChunks(sessionId), this.eventLogMeta(sessionId), this.eventLog(sessionId)];
   }
 
   /**
@@ -267,6 +287,7 @@ export class RedisKeys {
     if (kind === "schedule" && tail.endsWith(":record")) return { kind: "schedules", counts: "one" };
     if (kind === "fire" && tail.endsWith(":record")) return { kind: "fires", counts: "one" };
     if (kind === "session") {
+      if (/:stage:[0-9a-f]{16}$/.test(tail)) return { kind: "sessions", counts: "none" };
       for (const [suffix, k, counts] of SESSION_KEY_SUFFIXES) if (tail.endsWith(suffix) && !/:op:[0-9a-f]{16}$/.test(tail)) return { kind: k, counts };
     }
     return { kind: "other", counts: "none" };

@@ -74,9 +74,9 @@ export class RedisOperation {
   }
 
   /**
-   * Runs `script`: a read-only script when `op` is undefined, else a write
-   * script with its operation record. Bulk replies come back as Buffers when
-   * `buffers` is true.
+   * Runs `script`: a write script with its operation record `op`, or a
+   * read-only or idempotent script without one. Bulk replies come back as
+   * Buffers when `buffers` is true.
    */
   script(script: RedisScript, keys: string[], args: ScriptArg[], op?: OpRecord, buffers = false): Promise<unknown> {
     const run = buffers ? runScriptBuffer : runScript;

@@ -3,14 +3,15 @@ import { isCluster, type RedisClient } from "./redis-client.js";
 /**
  * A Lua script run atomically on the Redis server with EVALSHA (ioredis loads
  * it on first use). Each script documents its KEYS and ARGV at the top of its
- * source (DESIGN.md principle 4). Declare scripts with {@link redisScript} so
+ * source (docs/DESIGN.md principle 4). Declare scripts with {@link redisScript} so
  * that {@link defineRedisScripts} can put every one of them on a connection
  * before it carries traffic.
  *
  * Every script not marked `readOnly` is a write and runs under the operation
  * record convention ({@link OP_RECORD_LUA}): it is called with one more KEY
  * and one more ARGV than its own contract says, which the shared prologue
- * removes before the script's own code runs.
+ * removes before the script's own code runs; but for a write marked
+ * `idempotent`, which is safe to repeat as it is and takes no record.
  */
 export interface RedisScript {
   /** Command name registered on the client, unique per script. */
@@ -19,10 +20,22 @@ export interface RedisScript {
   readonly lua: string;
   /** True for a script that never writes; it runs even while writes are refused (see {@link guardRedisWrites}) and takes no operation record. */
   readonly readOnly?: boolean;
+  /**
+   * True for a write whose repetition changes nothing more (a retry after a
+   * lost reply is harmless by construction, e.g. a chunk stored at a fixed
+   * index): refused like every write while Redis is not known to be durable,
+   * but run without an operation record.
+   */
+  readonly idempotent?: boolean;
+}
+
+/** Whether `script` runs with an operation record: every write that is not {@link RedisScript.idempotent}. */
+function recorded(script: RedisScript): boolean {
+  return script.readOnly !== true && script.idempotent !== true;
 }
 
 /**
- * Operation records (issue 9, DESIGN.md principle 2): how a write stays
+ * Operation records (issue 9, docs/DESIGN.md principle 2): how a write stays
  * exactly-once when its reply is lost and the caller retries.
  *
  * The server picks a fresh random operation id for each RPC and reuses it
@@ -116,7 +129,7 @@ type ScriptRunner = (numberOfKeys: number, ...keysAndArgs: Array<string | Buffer
 function define(redis: RedisClient, script: RedisScript): void {
   const r = redis as unknown as Record<string, ScriptRunner>;
   if (typeof r[script.name] === "function") return;
-  redis.defineCommand(script.name, { lua: script.readOnly === true ? script.lua : OP_RECORD_LUA + script.lua });
+  redis.defineCommand(script.name, { lua: recorded(script) ? OP_RECORD_LUA + script.lua : script.lua });
   // A cluster client groups auto-pipelined commands by the slot of their first
   // argument, which for a script is its key count, not a key: scripts for
   // different nodes would share a pipeline, and it fails whole. Scripts are sent
@@ -151,8 +164,8 @@ function runner(redis: RedisClient, script: RedisScript, buffers: boolean): Scri
 type ScriptArg = string | Buffer | Uint8Array | number;
 
 function call(redis: RedisClient, script: RedisScript, buffers: boolean, keys: string[], args: ScriptArg[], op: OpRecord | undefined): Promise<unknown> {
-  if ((script.readOnly === true) !== (op === undefined)) {
-    throw new Error(`${script.name}: ${op === undefined ? "a write script needs an operation record" : "a read-only script takes no operation record"}`);
+  if (recorded(script) !== (op !== undefined)) {
+    throw new Error(`${script.name}: ${op === undefined ? "a write script needs an operation record" : "a read-only or idempotent script takes no operation record"}`);
   }
   const run = runner(redis, script, buffers);
   return op === undefined ? run(keys.length, ...keys, ...args) : run(keys.length + 1, ...keys, op.key, ...args, op.ttlMs);
@@ -165,7 +178,7 @@ function call(redis: RedisClient, script: RedisScript, buffers: boolean, keys: s
  * `RedisOperation` (redis-operation.ts), which bounds and retries it.
  *
  * @throws Error when `op` is missing for a write script or given for a
- *   read-only one (a programming error); the write guard's
+ *   read-only or idempotent one (a programming error); the write guard's
  *   {@link StoreFailure} (`not_durable`); or the Redis error (connection
  *   lost, error reply), which redis-operation.ts classifies.
  */

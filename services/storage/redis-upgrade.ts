@@ -38,6 +38,7 @@ const LOCK_MS = 30_000;
 /** Suffixes of a v1 session key and the v2 key builder each maps to. */
 const SESSION_SUFFIXES: ReadonlyArray<[string, (k: RedisKeys, id: string) => string]> = [
   ["}:snapshot", (k, id) => k.snapshot(id)],
+  ["}:payload", (k, id) => k.snapshotChunks(id)],
   ["}:lease", (k, id) => k.lease(id)],
   ["}:events:meta", (k, id) => k.eventLogMeta(id)],
   ["}:events", (k, id) => k.eventLog(id)],
@@ -70,7 +71,8 @@ function planFor(keys: RedisKeys, rest: string, type: string): Plan {
   if (rest === "schedules:due") return { split: "due" };
   if (rest === "copy-progress") return { move: keys.copyProgress() };
   if (rest === "session-meta:{m-config}") return "keep";
-  if (/}:op:[0-9a-f]{16}$/.test(rest)) return "drop";
+  // Operation records serve retries of calls made before the upgrade; a staged payload no Save published is garbage.
+  if (/}:(op|stage):[0-9a-f]{16}$/.test(rest)) return "drop";
   if (rest.startsWith("session:{")) {
     for (const [suffix, to] of SESSION_SUFFIXES) if (rest.endsWith(suffix)) return { move: to(keys, rest.slice("session:{".length, rest.length - suffix.length)) };
   }

@@ -1,8 +1,10 @@
-import { Worker, MessageChannel } from "node:worker_threads";
+import { Worker, MessageChannel, type MessagePort } from "node:worker_threads";
 import { EventEmitter } from "node:events";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
+import Database from "better-sqlite3";
 import { sqliteOps, type SqliteOps } from "./sqlite-registry.js";
+import { INLINE_READ_BYTES, NeedsWorker, type OpContext, type SqliteOp } from "./sqlite-op.js";
 import type { SqliteDurabilitySettings } from "./sqlite-schema.js";
 import type { SqliteSpaceSettings } from "./sqlite-maintenance.js";
 import { EXPIRED_CODE, sqliteFailure, sqliteTimeout, type SqliteFailureContext } from "./sqlite-failure.js";
@@ -43,6 +45,95 @@ export interface SqliteOpenOptions {
 /** Milliseconds between two write probes while writes fail for lack of space or an I/O error (see {@link SqliteDatabase.problem}). */
 export const DISK_PROBE_INTERVAL_MS = 1000;
 
+/** A request as posted to a worker (see sqlite-worker.ts). */
+interface Request {
+  id: number;
+  op: string;
+  args: unknown;
+  deadline: number;
+}
+
+/**
+ * One worker thread (sqlite-worker.ts) and the requests made for it in this
+ * turn of the event loop, posted together in one message (one structured
+ * clone, one wake-up of the worker).
+ */
+class WorkerLink {
+  private outbox: Request[] = [];
+  private transfer: ArrayBuffer[] = [];
+
+  constructor(
+    readonly worker: Worker,
+    readonly port: MessagePort,
+  ) {}
+
+  /** Queues a request; `transfer` is memory moved to the worker with it (empty here afterwards). */
+  send(request: Request, transfer: readonly ArrayBuffer[]): void {
+    if (this.outbox.length === 0) queueMicrotask(() => this.flush());
+    this.outbox.push(request);
+    this.transfer.push(...transfer);
+  }
+
+  /** Posts the queued requests. */
+  flush(): void {
+    const requests = this.outbox;
+    const transfer = this.transfer;
+    this.outbox = [];
+    this.transfer = [];
+    if (requests.length > 0) this.port.postMessage({ type: "batch", requests }, transfer);
+  }
+
+  /** Finishes the queued requests, then closes the connection and ends the thread; resolves when it has exited. */
+  close(): Promise<void> {
+    const exited = new Promise<void>((resolve) => this.worker.once("exit", () => resolve()));
+    this.flush();
+    this.port.postMessage({ type: "close" });
+    return exited;
+  }
+}
+
+/**
+ * Starts a worker on `path` and waits until its connection is open (and, for
+ * the writer, migrated).
+ *
+ * @throws Error with SQLite's message when the file cannot be opened or migrated.
+ */
+async function startWorker(path: string, options: { busyTimeoutMs: number; durable: boolean; readonly: boolean }): Promise<{ link: WorkerLink; settings: SqliteDurabilitySettings }> {
+  const channel = new MessageChannel();
+  const worker = new Worker(new URL("./sqlite-worker.js", import.meta.url), {
+    workerData: { path, port: channel.port2, ...options },
+    transferList: [channel.port2],
+  });
+  const settings = await new Promise<SqliteDurabilitySettings>((resolve, reject) => {
+    const onMessage = (m: { type: string; message?: string; settings?: SqliteDurabilitySettings }) => {
+      worker.off("message", onMessage);
+      worker.off("error", reject);
+      if (m.type === "ready") resolve(m.settings!);
+      else reject(new Error(`cannot open SQLite database ${path}: ${m.message}`));
+    };
+    worker.on("message", onMessage);
+    worker.once("error", reject);
+  });
+  return { link: new WorkerLink(worker, channel.port1), settings };
+}
+
+/**
+ * Opens the main thread's read-only connection. Without a busy timeout: a
+ * busy inline read is handed to the reader worker instead of waiting here.
+ *
+ * @throws Error with SQLite's message when the file cannot be opened.
+ */
+function openInline(path: string): Database.Database {
+  try {
+    return new Database(path, { readonly: true, fileMustExist: true, timeout: 0 });
+  } catch (err) {
+    throw new Error(`cannot open SQLite database ${path}: ${(err as Error).message}`);
+  }
+}
+
+/** What an inline read runs with: the main thread loads at most {@link INLINE_READ_BYTES} of payload. */
+const INLINE_CONTEXT: OpContext = { notify: () => undefined, readBytes: INLINE_READ_BYTES };
+
 /** One call waiting for the worker's answer. */
 interface PendingCall {
   resolve: (v: unknown) => void;
@@ -55,15 +146,29 @@ interface PendingCall {
 }
 
 /**
- * The main thread's handle on the SQLite worker (see sqlite-worker.ts). Calls
- * are named operations from the registry, typed by their argument and result
- * shapes; each returns a promise that settles when the worker answers, which
- * for a write is after its group commit has been fsynced.
+ * The main thread's handle on an SQLite database. Calls are named operations
+ * from the registry, typed by their argument and result shapes; each returns
+ * a promise that settles when the operation is done, which for a write is
+ * after its group commit has been fsynced. Where an operation runs (issue 11,
+ * see sqlite-op.ts):
+ *
+ * - writes: on the writer worker, the only connection that writes;
+ * - inline reads (point reads: Load, a ReadAfter page, LoadSchedule,
+ *   LoadFire): on this thread's own read-only connection, at once, without a
+ *   thread hop and never behind a write; when the row is larger than 1 MiB,
+ *   or the connection is busy (SQLite recovering the WAL index), on the
+ *   reader worker instead;
+ * - every other read: on the reader worker's read-only connection.
+ *
+ * All connections are in WAL mode, where a reader never waits for the writer
+ * and a read started after a write was answered sees that write. With
+ * `sqlite::memory:` (private to one connection) everything runs on the writer
+ * worker; a `readonly` database has one worker, which reads.
  *
  * Emits `notify` events `(topic: string, data: unknown)` for changes the
  * committed operations reported (used by event-log follow), `fault`
- * `(err: StoreFailure)` if the worker dies, after which every call rejects,
- * and `health` whenever {@link problem} changes: the worker died, or writes
+ * `(err: StoreFailure)` if a worker dies, after which every call rejects,
+ * and `health` whenever {@link problem} changes: a worker died, or writes
  * started failing (disk full, I/O error) or succeed again.
  *
  * Every call has a deadline (`storeTimeoutMs`); infrastructure errors reach
@@ -85,8 +190,6 @@ export class SqliteDatabase extends EventEmitter {
   /** Calls in the order they were made, which is also the order of their deadlines. */
   private readonly pending = new Map<number, PendingCall>();
   private failure: StoreFailure | undefined;
-  /** Requests made in this turn of the event loop, posted together in one message. */
-  private outbox: Array<{ id: number; op: string; args: unknown; deadline: number }> = [];
   private closed: Promise<void> | undefined;
   /** Fires at the earliest deadline of {@link pending}. */
   private deadlineTimer: NodeJS.Timeout | undefined;
@@ -99,16 +202,27 @@ export class SqliteDatabase extends EventEmitter {
     readonly path: string,
     /** journal_mode and synchronous as the worker's connection reported them after opening, and (a read-write file) how it gives space back. */
     readonly settings: SqliteDurabilitySettings & Partial<SqliteSpaceSettings>,
-    private readonly worker: Worker,
-    private readonly port: import("node:worker_threads").MessagePort,
+    private readonly writer: WorkerLink,
+    /** The worker for reads that are not inline: a second, read-only one for a read-write file, else the writer itself. */
+    private readonly reader: WorkerLink,
+    /** The main thread's read-only connection for inline reads (a file only). */
+    private readonly inline: Database.Database | undefined,
     private readonly context: { read: SqliteFailureContext; write: SqliteFailureContext },
   ) {
     super();
+    for (const link of new Set([writer, reader])) {
+      link.port.on("message", (m) => this.onMessage(link, m));
+      link.worker.on("error", (err) => this.fail(err));
+      link.worker.on("exit", (code) => {
+        if (this.closed === undefined) this.fail(new Error(`an SQLite worker exited unexpectedly (code ${code})`));
+      });
+    }
   }
 
   /**
-   * Starts the worker, opens the file (creating its directory), applies the
-   * pragmas and every pending migration.
+   * Starts the writer worker, which opens the file (creating its directory),
+   * applies the pragmas and every pending migration; then, for a file, the
+   * reader worker (read-write files) and this thread's read-only connection.
    *
    * @throws Error with SQLite's message when the file cannot be opened or migrated.
    */
@@ -124,29 +238,20 @@ export class SqliteDatabase extends EventEmitter {
     }
     const storeTimeoutMs = options.storeTimeoutMs ?? 5000;
     const busyTimeoutMs = options.busyTimeoutMs ?? Math.floor((storeTimeoutMs * 3) / 4);
-    const channel = new MessageChannel();
-    const worker = new Worker(new URL("./sqlite-worker.js", import.meta.url), {
-      workerData: { path: options.path, port: channel.port2, busyTimeoutMs, durable: !memory, readonly },
-      transferList: [channel.port2],
-    });
-    const settings = await new Promise<SqliteDurabilitySettings>((resolve, reject) => {
-      const onMessage = (m: { type: string; message?: string; settings?: SqliteDurabilitySettings }) => {
-        worker.off("message", onMessage);
-        worker.off("error", reject);
-        if (m.type === "ready") resolve(m.settings!);
-        else reject(new Error(`cannot open SQLite database ${options.path}: ${m.message}`));
-      };
-      worker.on("message", onMessage);
-      worker.once("error", reject);
-    });
+    const writer = await startWorker(options.path, { busyTimeoutMs, durable: !memory, readonly });
+    let reader = writer.link;
+    let inline: Database.Database | undefined;
+    if (!memory) {
+      try {
+        if (!readonly) reader = (await startWorker(options.path, { busyTimeoutMs, durable: true, readonly: true })).link;
+        inline = openInline(options.path);
+      } catch (err) {
+        await Promise.all([writer.link.close(), reader === writer.link ? undefined : reader.close()]);
+        throw err;
+      }
+    }
     const context = { busyTimeoutMs, storeTimeoutMs };
-    const db = new SqliteDatabase(options.path, settings, worker, channel.port1, { read: { ...context, write: false }, write: { ...context, write: true } });
-    channel.port1.on("message", (m) => db.onMessage(m));
-    worker.on("error", (err) => db.fail(err));
-    worker.on("exit", (code) => {
-      if (db.closed === undefined) db.fail(new Error(`the SQLite worker exited unexpectedly (code ${code})`));
-    });
-    return db;
+    return new SqliteDatabase(options.path, writer.settings, writer.link, reader, inline, { read: { ...context, write: false }, write: { ...context, write: true } });
   }
 
   /**
@@ -167,7 +272,10 @@ export class SqliteDatabase extends EventEmitter {
   }
 
   /**
-   * Runs a named operation on the worker.
+   * Runs a named operation: a write on the writer worker, an inline read on
+   * this thread when it fits, any other read on the reader worker.
+   * `transfer` lists memory moved to the worker with the arguments instead of
+   * copied: the caller must not touch it afterwards.
    *
    * @throws StoreFailure for an infrastructure condition (see
    *   sqlite-failure.ts: disk full, I/O error, lock held too long, no answer
@@ -175,18 +283,37 @@ export class SqliteDatabase extends EventEmitter {
    *   `unreachable`); Error with SQLite's message for anything else (a bug:
    *   INTERNAL).
    */
-  call<K extends keyof SqliteOps>(op: K, args: ArgsOf<K>): Promise<ResultOf<K>> {
+  call<K extends keyof SqliteOps>(op: K, args: ArgsOf<K>, transfer: readonly ArrayBuffer[] = []): Promise<ResultOf<K>> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
     if (this.closed !== undefined) return Promise.reject(new StoreFailure("unreachable", "the SQLite database is closed (the server is shutting down); nothing was written"));
+    const spec = sqliteOps[op] as SqliteOp<unknown, unknown>;
+    if (spec.inline && this.inline !== undefined) {
+      const answer = this.readInline(spec, args);
+      if (answer !== undefined) return answer as Promise<ResultOf<K>>;
+    }
+    const write = spec.kind === "write";
     const id = this.nextId++;
     const deadline = Date.now() + this.context.read.storeTimeoutMs;
-    const write = (sqliteOps as Record<string, { kind: string }>)[op]?.kind === "write";
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline, write, trace: write ? groupCommitParent() : undefined });
       this.deadlineTimer ??= this.armDeadline(deadline);
-      if (this.outbox.length === 0) queueMicrotask(() => this.flush());
-      this.outbox.push({ id, op, args, deadline });
+      (write ? this.writer : this.reader).send({ id, op, args, deadline }, transfer);
     });
+  }
+
+  /**
+   * Runs an inline read on this thread's connection. Returns undefined when
+   * the read must go to the reader worker: the row is too large
+   * ({@link NeedsWorker}) or the connection is busy.
+   */
+  private readInline(op: SqliteOp<unknown, unknown>, args: unknown): Promise<unknown> | undefined {
+    try {
+      return Promise.resolve(op.run(this.inline!, args, INLINE_CONTEXT));
+    } catch (err) {
+      const e = err as { message?: string; code?: string };
+      if (err instanceof NeedsWorker || e.code?.startsWith("SQLITE_BUSY")) return undefined;
+      return Promise.reject(this.failureOf(e.code, e.message ?? String(err), false));
+    }
   }
 
   /** One timer for every pending call: calls are made in deadline order, so it only ever waits for the oldest. */
@@ -210,30 +337,31 @@ export class SqliteDatabase extends EventEmitter {
     }
   }
 
-  /** Posts every request of this turn in one message (one structured clone, one wake-up of the worker). */
-  private flush(): void {
-    const batch = this.outbox;
-    this.outbox = [];
-    if (batch.length > 0) this.port.postMessage({ type: "batch", requests: batch });
-  }
-
-  /** Finishes queued operations, closes the file and stops the worker. */
+  /**
+   * Finishes queued operations, closes the file and stops the workers. The
+   * writer closes last: the last connection to close checkpoints the WAL
+   * into the database file and removes it, which only a connection that
+   * writes can do (a cleanly closed file is then one self-contained file).
+   */
   close(): Promise<void> {
     if (this.closed !== undefined) return this.closed;
     clearInterval(this.probeTimer);
-    this.closed = new Promise<void>((resolve) => {
+    const readers = this.reader === this.writer ? [] : [this.reader];
+    const closing = async () => {
       if (this.failure !== undefined) {
-        void this.worker.terminate().then(() => resolve());
-        return;
+        await Promise.all([this.writer, ...readers].map((l) => l.worker.terminate()));
+      } else {
+        this.writer.flush();
+        await Promise.all(readers.map((l) => l.close()));
       }
-      this.worker.once("exit", () => resolve());
-      this.flush();
-      this.port.postMessage({ type: "close" });
-    });
+      this.inline?.close();
+      if (this.failure === undefined) await this.writer.close();
+    };
+    this.closed = closing();
     return this.closed;
   }
 
-  private onMessage(m: {
+  private onMessage(link: WorkerLink, m: {
     type: string;
     replies?: Array<{ id: number; ok: boolean; value?: unknown; message?: string; sqliteCode?: string }>;
     notifications?: Array<{ topic: string; data: unknown }>;
@@ -255,7 +383,7 @@ export class SqliteDatabase extends EventEmitter {
       this.probing = false;
       if (m.result?.ok === true) this.setWriteProblem(undefined);
     } else if (m.type === "closed") {
-      this.port.close();
+      link.port.close();
     }
   }
 
@@ -292,7 +420,7 @@ export class SqliteDatabase extends EventEmitter {
   private probe(): void {
     if (this.probing || this.closed !== undefined || this.failure !== undefined) return;
     this.probing = true;
-    this.port.postMessage({ type: "probe" });
+    this.writer.port.postMessage({ type: "probe" });
   }
 
   private fail(err: Error) {

@@ -21,6 +21,13 @@ const WHERE = "the SQLite database";
 export const EXPIRED_CODE = "MECATL_EXPIRED";
 
 /**
+ * Error code of a write that publishes a staged snapshot (issue 11,
+ * session-store/sqlite-blobs.ts) when the staged chunks are gone or not
+ * whole: nothing was written.
+ */
+export const STAGE_LOST_CODE = "MECATL_STAGE_LOST";
+
+/**
  * Classifies an error the SQLite worker reported for one operation (issue 9).
  * `code` is better-sqlite3's extended result code name (`SQLITE_FULL`,
  * `SQLITE_IOERR_FSYNC`, ...), a Node.js errno name (`ENOSPC`), or
@@ -31,8 +38,9 @@ export const EXPIRED_CODE = "MECATL_EXPIRED";
  *   (RESOURCE_EXHAUSTED), `SQLITE_NOMEM` → `disk_full` (out of memory);
  * - `SQLITE_IOERR*`, `SQLITE_CORRUPT*`, `SQLITE_NOTADB`, `SQLITE_READONLY*`,
  *   `SQLITE_CANTOPEN*`, `SQLITE_PROTOCOL`, `EIO` → `io_error` (UNAVAILABLE);
- * - `SQLITE_BUSY*`, `SQLITE_LOCKED*` (after the busy timeout) and
- *   {@link EXPIRED_CODE} → `unreachable` (UNAVAILABLE).
+ * - `SQLITE_BUSY*`, `SQLITE_LOCKED*` (after the busy timeout),
+ *   {@link EXPIRED_CODE} and {@link STAGE_LOST_CODE} (a staged snapshot removed
+ *   before its Save published it) → `unreachable` (UNAVAILABLE).
  *
  * @returns the StoreFailure, or undefined when the error is not an
  *   infrastructure condition (a constraint or logic error: a bug, INTERNAL).
@@ -62,6 +70,9 @@ export function sqliteFailure(code: string | undefined, message: string, context
   }
   if (code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB") {
     return new StoreFailure("io_error", `${where} is damaged (${message}); nothing was written`, cause);
+  }
+  if (code === STAGE_LOST_CODE) {
+    return new StoreFailure("unreachable", `${where} lost the snapshot staged for this Save (${message}); nothing was written`, cause);
   }
   if (code === EXPIRED_CODE) {
     return new StoreFailure("unreachable", `${where} did not start the operation within ${context.storeTimeoutMs} ms (--store-timeout); nothing was written`, cause);

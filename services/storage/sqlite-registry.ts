@@ -1,6 +1,7 @@
 import { readOp, type Migration, type OpTable } from "./sqlite-op.js";
 import { measureSqlite, type SqliteKindTables } from "./sqlite-measure.js";
 import { sessionStoreOps, sessionStoreMigrations } from "../session-store/sqlite-ops.js";
+import { removeAbandonedBlobs } from "../session-store/sqlite-blobs.js";
 import { eventLogOps, eventLogMigrations } from "../event-log/sqlite-ops.js";
 import { sessionLeaseOps, sessionLeaseMigrations } from "../session-lease/sqlite-ops.js";
 import { scheduleStoreOps, scheduleStoreMigrations } from "../schedule-store/sqlite-ops.js";
@@ -13,7 +14,7 @@ import { sqliteCopyOps } from "../copy/sqlite-copy-ops.js";
  * as `other`.
  */
 export const sqliteKindTables: SqliteKindTables = {
-  sessions: { counted: "sessions", tables: ["sessions"] },
+  sessions: { counted: "sessions", tables: ["sessions", "session_blob_chunks", "session_stages"] },
   events: { counted: "event_records", tables: ["event_logs", "event_records"] },
   leases: { counted: "session_leases", tables: ["session_leases"] },
   schedules: { counted: "schedules", tables: ["schedules"] },
@@ -41,3 +42,10 @@ export type SqliteOps = typeof sqliteOps;
 
 /** Every schema migration, applied at open in (component, version) order. */
 export const sqliteMigrations: readonly Migration[] = [...sessionStoreMigrations, ...eventLogMigrations, ...sessionLeaseMigrations, ...scheduleStoreMigrations];
+
+/**
+ * Work the writer runs once when it opens a read-write file, after the
+ * migrations, each task in its own transaction: cleaning up what a process
+ * that stopped mid-way left behind (issue 11: snapshot chunks it had staged).
+ */
+export const sqliteStartupTasks: ReadonlyArray<(db: import("better-sqlite3").Database) => void> = [removeAbandonedBlobs];

@@ -1,6 +1,10 @@
 /**
- * The SQLite worker thread: owns the only connection to the database file and
- * runs named operations posted by the main thread (see sqlite-database.ts).
+ * An SQLite worker thread: owns one connection to the database file and runs
+ * named operations posted by the main thread (see sqlite-database.ts). A
+ * server runs two: the writer, with the only connection that writes, and a
+ * reader with a read-only connection for the reads that are not point reads
+ * (pages, counts, large snapshots), so that no read waits behind a group
+ * commit and no write behind a large read (issue 11).
  *
  * Group commit: every write request that is waiting when the worker becomes
  * free goes into one `BEGIN IMMEDIATE` transaction, each under its own
@@ -10,15 +14,17 @@
  * passed is dropped unstarted. Errors cross to the main thread as SQLite's
  * message plus its extended code (`sqliteCode`), which sqlite-failure.ts
  * classifies. Because the connection lives here, a 64 MiB snapshot write never
- * blocks the main thread's event loop (DESIGN.md "Backends"). Each `replies`
+ * blocks the main thread's event loop (docs/DESIGN.md "Backends"). Each `replies`
  * message also reports its group commit, if there was one (`commit`: start
  * and end in epoch milliseconds, number of writes), for tracing and the
- * group-commit size metric (issue 14).
+ * group-commit size metric (issue 14). Large byte arrays in the replies are
+ * moved to the main thread, not copied (sqlite-transfer.ts).
  */
 import { parentPort, workerData, receiveMessageOnPort, type MessagePort } from "node:worker_threads";
 import Database from "better-sqlite3";
-import { sqliteOps, sqliteMigrations } from "./sqlite-registry.js";
-import type { OpContext } from "./sqlite-op.js";
+import { sqliteOps, sqliteMigrations, sqliteStartupTasks } from "./sqlite-registry.js";
+import { UNLIMITED_READ_BYTES, type OpContext } from "./sqlite-op.js";
+import { transferables } from "./sqlite-transfer.js";
 import { applyPragmas, migrate, readDurabilitySettings, rollbackIfOpen } from "./sqlite-schema.js";
 import { probeWrite, storageMigrations } from "./sqlite-probe.js";
 import { EXPIRED_CODE } from "./sqlite-failure.js";
@@ -58,6 +64,7 @@ try {
     applyPragmas(db, { busyTimeoutMs: init.busyTimeoutMs, durable: init.durable });
     if (!db.memory) space = prepareSpace(db);
     migrate(db, [...sqliteMigrations, ...storageMigrations]);
+    for (const task of sqliteStartupTasks) db.transaction(() => task(db)).immediate();
   }
   parentPort!.postMessage({ type: "ready", settings: { ...readDurabilitySettings(db), ...space } });
 } catch (err) {
@@ -127,7 +134,7 @@ function drain(): void {
     replies = batch.map((r) => errorReply(r.id, err));
     notifications.length = 0;
   }
-  port.postMessage({ type: "replies", replies, notifications, commit });
+  port.postMessage({ type: "replies", replies, notifications, commit }, transferables(replies));
   // runBatch set `commit` when the batch had writes (control-flow analysis cannot see that).
   maintenance?.afterDrain((commit as GroupCommitReport | undefined)?.size ?? 0);
   if (probeWanted) {
@@ -153,7 +160,7 @@ function runBatch(batch: Request[], notifications: Notification[]): Reply[] {
     else if (Date.now() > r.deadline) replies.push(expiredReply(r.id));
     else {
       try {
-        replies.push({ id: r.id, ok: true, value: op.run(db, r.args, { notify: () => undefined }) });
+        replies.push({ id: r.id, ok: true, value: op.run(db, r.args, { notify: () => undefined, readBytes: UNLIMITED_READ_BYTES }) });
       } catch (err) {
         replies.push(errorReply(r.id, err));
       }
@@ -208,7 +215,7 @@ function commitGroup(live: Request[], expired: Reply[], notifications: Notificat
     const mine: Notification[] = [];
     db.exec("SAVEPOINT op");
     try {
-      const value = ops[w.op]!.run(db, w.args, { notify: (topic, data) => mine.push({ topic, data }) });
+      const value = ops[w.op]!.run(db, w.args, { notify: (topic, data) => mine.push({ topic, data }), readBytes: UNLIMITED_READ_BYTES });
       db.exec("RELEASE op");
       replies.push({ id: w.id, ok: true, value });
       pending.push(...mine);

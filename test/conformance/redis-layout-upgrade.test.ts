@@ -46,6 +46,8 @@ function v1SaveKeys(sessionId: string, v2: string[]): string[] {
   return v2.map((k, i) => {
     if (i === 0) return `${V1_BASE}session:{${sessionId}}:snapshot`;
     if (i === 1) return `${V1_BASE}sessions`;
+    if (i === 9) return `${V1_BASE}session:{${sessionId}}:payload`;
+    if (i === 10) return `${V1_BASE}session:{${sessionId}}:stage:0000000000000000`;
     return v1MetaKey(k);
   });
 }
@@ -74,8 +76,8 @@ async function seedV1(c: Redis): Promise<void> {
     ["plain", enc.encode("opaque bytes"), T + 1],
   ];
   for (const [id, payload, at] of sessions) {
-    const { keys: v2, args } = meta.write(config, id, projectStoredSnapshot(id, payload));
-    const argv = args(String(at));
+    const { keys: v2, args } = meta.write(config, id, projectStoredSnapshot(id, payload), "0000000000000000");
+    const argv = args(String(at), "");
     argv[0] = v1MetaKey(`${argv[0]}`);
     await runScript(c, SAVE_PROJECTED, v1SaveKeys(id, v2), [id, "sessnap-json/1", Buffer.from(payload), "import", ...argv], { key: `${V1_BASE}session:{${id}}:op:00000000000000${id.length}a`, ttlMs: 600_000 });
   }

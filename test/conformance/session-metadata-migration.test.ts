@@ -99,7 +99,7 @@ async function oldRedis(): Promise<OldStore> {
 }
 
 describe.each([
-  { name: "sqlite-file", open: oldSqlite, migrated: "schema 2" },
+  { name: "sqlite-file", open: oldSqlite, migrated: "schema 3" },
   { name: "redis", open: oldRedis, migrated: "layout 1" },
 ])("migration of a $name store written before issue 12", ({ open, migrated }) => {
   let old: OldStore;

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Cluster, Redis, type RedisOptions } from "ioredis";
-import { freePort, waitFor } from "./wait.js";
+import { freeLowPort, waitFor } from "./wait.js";
 import { waitForPong } from "./redis-server.js";
 
 /**
@@ -242,11 +242,9 @@ export async function spawnCluster(options: ClusterOptions = {}): Promise<Spawne
   };
   try {
     const ports = new Set<number>();
-    // The cluster bus listens on port + 10000: keep both below 65536 and distinct.
-    while (ports.size < primaryCount * (1 + replicas)) {
-      const p = await freePort();
-      if (p + 10000 < 65536) ports.add(p);
-    }
+    // The cluster bus listens on port + 10000. Both stay below the kernel's ephemeral range
+    // (a killed node is restarted on its ports, which nothing else may take meanwhile).
+    while (ports.size < primaryCount * (1 + replicas)) ports.add(await freeLowPort(20000, 22767, 10000));
     for (const port of ports) {
       const dir = join(root, String(port));
       mkdirSync(dir);

@@ -26,7 +26,7 @@ const FORMAT = "sessnap-json/1";
 /**
  * Writes a little of everything a store holds, through a running server:
  * sessnap sessions with owners, relationships and activity, a non-sessnap
- * payload, a session re-incarnated (a pruned lineage record) and one deleted
+ * payload, one over 1 MiB, a session re-incarnated (a pruned lineage record) and one deleted
  * (a tombstone, its event log gone), event logs with a gap and a log without
  * a snapshot, a lease held, one released after a takeover (high-water 2),
  * schedules (one claimed, so its State moved) and fire records.
@@ -42,6 +42,10 @@ export async function fillStore(c: WriteClients, prefix = "c"): Promise<Filled> 
   ];
   for (const s of sessions) await c.sessions.save({ sessionId: s.id, snapshot: { format: FORMAT, payload: sessnap(s) }, activityState: s.id.endsWith("root") ? "active" : "" });
   await c.sessions.save({ sessionId: `${prefix}-raw`, snapshot: { format: FORMAT, payload: Buffer.from([0, 1, 2, 255, 254]) } });
+  // Over 1 MiB, so kept in chunks (issue 11): SQLite's chunk rows, Redis's list of chunks.
+  const large = Buffer.alloc(3 * 1024 * 1024 + 17, 0);
+  for (let i = 0; i < large.length; i++) large[i] = (i * 31 + (i >> 20)) & 0xff;
+  await c.sessions.save({ sessionId: `${prefix}-large`, snapshot: { format: FORMAT, payload: large } });
   const reinc = { id: `${prefix}-reinc`, owner };
   await c.sessions.save({ sessionId: reinc.id, snapshot: { format: FORMAT, payload: sessnap(reinc) } });
   const oldInc = incarnationOf((await c.sessions.load({ sessionId: reinc.id })).snapshot!.payload);
@@ -78,7 +82,7 @@ export async function fillStore(c: WriteClients, prefix = "c"): Promise<Filled> 
     await c.schedules.recordFire({ fireId: id, fire: fireRecord({ ID: id, ScheduleName: names[0]!, SessionID: `${prefix}-root`, FiredAt: iso(T0 + 1) }) });
   }
   return {
-    sessionIds: [...sessions.map((s) => s.id).filter((id) => !id.endsWith("gone")), `${prefix}-raw`, reinc.id],
+    sessionIds: [...sessions.map((s) => s.id).filter((id) => !id.endsWith("gone")), `${prefix}-raw`, `${prefix}-large`, reinc.id],
     roots: [
       [`${prefix}-root`, rootInc],
       [reinc.id, oldInc],

@@ -1,0 +1,26 @@
+/**
+ * Bytes from which a Uint8Array in an answer of the SQLite workers is moved
+ * to the main thread instead of copied (64 KiB; a smaller copy costs less
+ * than the bookkeeping).
+ */
+export const TRANSFER_BYTES = 64 * 1024;
+
+/**
+ * The memory to move with `value` through `postMessage` (issue 11): the
+ * ArrayBuffer of every Uint8Array of at least {@link TRANSFER_BYTES} found in
+ * `value`, its arrays and its plain objects (six levels deep), when the array
+ * is the whole of its ArrayBuffer. A moved buffer is empty on the sending side
+ * afterwards, so only a sender that is done with `value` may use this (the
+ * workers, for their answers). A view into a larger buffer is left to the
+ * structured clone, which copies that whole buffer.
+ */
+export function transferables(value: unknown, found: ArrayBuffer[] = [], depth = 0): ArrayBuffer[] {
+  if (value instanceof Uint8Array) {
+    if (value.byteLength >= TRANSFER_BYTES && value.byteOffset === 0 && value.byteLength === value.buffer.byteLength && value.buffer instanceof ArrayBuffer && !found.includes(value.buffer)) {
+      found.push(value.buffer);
+    }
+  } else if (depth < 6 && typeof value === "object" && value !== null) {
+    for (const v of Array.isArray(value) ? value : Object.values(value)) transferables(v, found, depth + 1);
+  }
+  return found;
+}

@@ -1,0 +1,251 @@
+import { RedisKeys } from "../../services/storage/redis-keys.js";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import Database from "better-sqlite3";
+import { Code } from "@connectrpc/connect";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { SessionLeaseService } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
+import { startServer, type ServerProcess } from "../helpers/server.js";
+import { spawnRedis, type SpawnedRedis } from "../helpers/redis-server.js";
+import { grpcClient } from "../helpers/clients.js";
+import { expectCode } from "../helpers/errors.js";
+import { waitFor } from "../helpers/wait.js";
+
+/**
+ * Large writes isolated from small ones (issue 11): a snapshot over 1 MiB is
+ * staged in chunks, each its own small write, and published by one small
+ * atomic Save; small writes are answered between the chunks. SQLite:
+ * staging a crash left behind is removed at the next start, and the chunks
+ * of a payload replaced are deleted. Redis: the staging list of a Save that
+ * never finished expires, and the chunk list of a payload replaced is gone.
+ */
+const MiB = 1024 * 1024;
+const FORMAT = "sessnap-json/1";
+
+/** `n` bytes of a pattern that differs per `seed` and per MiB, so that a chunk out of place shows. */
+function payload(n: number, seed: number): Buffer {
+  const b = Buffer.alloc(n);
+  for (let i = 0; i < n; i += 4096) b.fill((seed * 7 + (i >> 12) * 13 + (i >> 20)) & 0xff, i, Math.min(n, i + 4096));
+  return b;
+}
+
+const same = (a: Uint8Array | undefined, b: Uint8Array) => a !== undefined && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(b);
+
+describe("large writes on SQLite", () => {
+  const cleanups: Array<() => unknown> = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  });
+  function tempFile(): string {
+    const dir = mkdtempSync(join(tmpdir(), "mecatl-large-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    return join(dir, "store.sqlite");
+  }
+  async function serve(path: string): Promise<ServerProcess> {
+    const server = await startServer(["all", "--store", `sqlite:${path}`, "--lease-ttl", "1h"]);
+    cleanups.push(() => server.kill());
+    return server;
+  }
+  /** Counts rows of the staging tables through a connection of the test's own. */
+  function counter(path: string): () => { chunks: number; stages: number } {
+    const db = new Database(path, { readonly: true });
+    cleanups.push(() => db.close());
+    const chunks = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM session_blob_chunks");
+    const stages = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM session_stages");
+    return () => ({ chunks: chunks.get()!.n, stages: stages.get()!.n });
+  }
+
+  test("a Renew sent while a 64 MiB Save is being written is answered before the Save", async () => {
+    const path = tempFile();
+    const server = await serve(path);
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const leases = grpcClient(SessionLeaseService, server.address);
+    let lease = (await leases.acquire({ sessionId: "leased", owner: "me" })).lease!;
+    const count = counter(path);
+
+    const done: string[] = [];
+    const big = payload(64 * MiB - 64, 1);
+    const save = sessions.save({ sessionId: "big", snapshot: { format: FORMAT, payload: big } }).then(() => done.push("save"));
+    await waitFor(() => count().chunks > 0, 30_000, "the first staged chunk");
+    for (let i = 0; i < 3; i++) lease = (await leases.renew({ lease })).lease!;
+    done.push("renews");
+    await save;
+    expect(done).toEqual(["renews", "save"]);
+    expect(same((await sessions.load({ sessionId: "big" })).snapshot?.payload, big)).toBe(true);
+  });
+
+  test("staging a crash left behind is removed at the next start; the session keeps its previous snapshot", async () => {
+    const path = tempFile();
+    let server = await serve(path);
+    let sessions = grpcClient(SessionStoreService, server.address);
+    const before = payload(2 * MiB, 2);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: before } });
+    const count = counter(path);
+    await waitFor(() => count().chunks === 2 && count().stages === 0, 10_000, "the first snapshot's two chunks");
+
+    const unfinished = sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: payload(64 * MiB - 64, 3) } }).catch(() => "failed");
+    await waitFor(() => count().chunks > 3, 30_000, "staged chunks of the second snapshot");
+    await server.kill();
+    expect(await unfinished).toBe("failed");
+    expect(count().stages).toBe(1);
+    expect(count().chunks).toBeGreaterThan(2);
+
+    server = await serve(path);
+    expect(count()).toEqual({ chunks: 2, stages: 0 });
+    sessions = grpcClient(SessionStoreService, server.address);
+    expect(same((await sessions.load({ sessionId: "s" })).snapshot?.payload, before)).toBe(true);
+  });
+
+  test("a Save whose staged chunks were removed meanwhile fails UNAVAILABLE and changes nothing", async () => {
+    const path = tempFile();
+    const server = await serve(path);
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const before = payload(1000, 4);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: before } });
+    const count = counter(path);
+
+    const save = sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: payload(64 * MiB - 64, 5) } });
+    await waitFor(() => count().chunks > 0, 30_000, "the first staged chunk");
+    // What a process that took this one for dead would do at its start.
+    const other = new Database(path);
+    other.pragma("busy_timeout = 10000");
+    other.exec("DELETE FROM session_stages");
+    other.close();
+    await expectCode(save, Code.Unavailable, "lost the snapshot staged for this Save");
+    expect(same((await sessions.load({ sessionId: "s" })).snapshot?.payload, before)).toBe(true);
+    await waitFor(() => count().chunks === 0, 10_000, "the abandoned chunks to be dropped");
+  });
+
+  test("the chunks of a snapshot replaced, deleted or refused are dropped; every Load answers the right bytes", async () => {
+    const path = tempFile();
+    const server = await serve(path);
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const count = counter(path);
+    const load = async (id: string) => (await sessions.load({ sessionId: id })).snapshot?.payload;
+
+    const first = payload(3 * MiB + 5, 6);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: first } });
+    expect(same(await load("s"), first)).toBe(true);
+    expect(count()).toEqual({ chunks: 4, stages: 0 });
+
+    const second = payload(2 * MiB, 7);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: second } });
+    expect(same(await load("s"), second)).toBe(true);
+    await waitFor(() => count().chunks === 2, 10_000, "the first snapshot's chunks to be dropped");
+
+    // Create of an existing id: refused, nothing changed, its staged chunks dropped.
+    await expectCode(sessions.create({ sessionId: "s", snapshot: { format: FORMAT, payload: payload(5 * MiB, 8) } }), Code.AlreadyExists);
+    expect(same(await load("s"), second)).toBe(true);
+    await waitFor(() => count().chunks === 2 && count().stages === 0, 10_000, "the refused Create's chunks to be dropped");
+
+    const small = payload(100, 9);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: small } });
+    expect(same(await load("s"), small)).toBe(true);
+    await waitFor(() => count().chunks === 0, 10_000, "the second snapshot's chunks to be dropped");
+
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: first } });
+    await sessions.delete({ sessionId: "s" });
+    await expectCode(load("s"), Code.NotFound);
+    await waitFor(() => count().chunks === 0, 10_000, "the deleted snapshot's chunks to be dropped");
+  });
+});
+
+describe("large writes on Redis", () => {
+  let redis: SpawnedRedis;
+  let inspect: ReturnType<SpawnedRedis["client"]>;
+  const servers: ServerProcess[] = [];
+  beforeAll(async () => {
+    redis = await spawnRedis();
+    inspect = redis.client();
+  });
+  afterAll(async () => {
+    await Promise.all(servers.map((s) => s.kill()));
+    inspect?.disconnect();
+    await redis?.stop();
+  });
+  async function serve(prefix: string): Promise<ServerProcess> {
+    const server = await startServer(["all", "--store", redis.url, "--redis-key-prefix", prefix, "--lease-ttl", "1h"]);
+    servers.push(server);
+    return server;
+  }
+  const stages = (prefix: string) => inspect.keys(`${prefix}v2:session:*:stage:*`);
+
+  test("a Renew sent while a 64 MiB Save is being written is answered before the Save", async () => {
+    const server = await serve("renew:");
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const leases = grpcClient(SessionLeaseService, server.address);
+    let lease = (await leases.acquire({ sessionId: "leased", owner: "me" })).lease!;
+
+    const done: string[] = [];
+    const big = payload(64 * MiB - 64, 1);
+    const save = sessions.save({ sessionId: "big", snapshot: { format: FORMAT, payload: big } }).then(() => done.push("save"));
+    await waitFor(async () => (await stages("renew:")).length > 0, 30_000, "the staging list");
+    for (let i = 0; i < 3; i++) lease = (await leases.renew({ lease })).lease!;
+    done.push("renews");
+    await save;
+    expect(done).toEqual(["renews", "save"]);
+    expect(same((await sessions.load({ sessionId: "big" })).snapshot?.payload, big)).toBe(true);
+    expect(await stages("renew:")).toEqual([]);
+    expect(await inspect.type(new RedisKeys("renew:").snapshotChunks("big"))).toBe("list");
+  });
+
+  test("the staging list of a Save that never finished expires; the session keeps its previous snapshot", async () => {
+    const server = await serve("crash:");
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const before = payload(2 * MiB, 2);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: before } });
+
+    const unfinished = sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: payload(64 * MiB - 64, 3) } }).catch(() => "failed");
+    await waitFor(async () => (await stages("crash:")).length > 0 && (await inspect.llen((await stages("crash:"))[0]!)) > 1, 30_000, "staged chunks");
+    await server.kill();
+    expect(await unfinished).toBe("failed");
+    const [stage] = await stages("crash:");
+    const ttl = await inspect.pttl(stage!);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+
+    const again = await serve("crash:");
+    expect(same((await grpcClient(SessionStoreService, again.address).load({ sessionId: "s" })).snapshot?.payload, before)).toBe(true);
+  });
+
+  test("a Save whose staging list vanished meanwhile fails UNAVAILABLE and changes nothing", async () => {
+    const server = await serve("lost:");
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const before = payload(1000, 4);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: before } });
+
+    const save = sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: payload(64 * MiB - 64, 5) } });
+    await waitFor(async () => (await stages("lost:")).length > 0, 30_000, "the staging list");
+    await inspect.del(...(await stages("lost:")));
+    await expectCode(save, Code.Unavailable, "Redis lost the snapshot staged for this Save");
+    expect(same((await sessions.load({ sessionId: "s" })).snapshot?.payload, before)).toBe(true);
+  });
+
+  test("a payload replaced by a small one, or deleted, leaves no chunk list; Create of an existing id changes nothing and leaves no staging", async () => {
+    const server = await serve("replace:");
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const load = async (id: string) => (await sessions.load({ sessionId: id })).snapshot?.payload;
+    const chunkList = new RedisKeys("replace:").snapshotChunks("s");
+
+    const first = payload(3 * MiB + 5, 6);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: first } });
+    expect(same(await load("s"), first)).toBe(true);
+    expect(await inspect.llen(chunkList)).toBe(7);
+
+    await expectCode(sessions.create({ sessionId: "s", snapshot: { format: FORMAT, payload: payload(5 * MiB, 8) } }), Code.AlreadyExists);
+    expect(same(await load("s"), first)).toBe(true);
+    await waitFor(async () => (await stages("replace:")).length === 0, 10_000, "the refused Create's staging list to be removed");
+
+    const small = payload(100, 9);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: small } });
+    expect(same(await load("s"), small)).toBe(true);
+    expect(await inspect.exists(chunkList)).toBe(0);
+
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: first } });
+    await sessions.delete({ sessionId: "s" });
+    await expectCode(load("s"), Code.NotFound);
+    expect(await inspect.exists(chunkList)).toBe(0);
+  });
+});
