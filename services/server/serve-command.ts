@@ -5,7 +5,6 @@ import { totalmem } from "node:os";
 import { startServer, MAX_MESSAGE_BYTES, type ServerOptions } from "./server.js";
 import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
-import { isClusterUrl } from "../storage/redis-cluster.js";
 import { DEFAULT_REDIS_KEY_PREFIX, DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
 import { MAX_LEASE_TTL_MS } from "../session-lease/rules.js";
 import { DEFAULT_FOLLOW_STALL_MS } from "../event-log/follow-hub.js";
@@ -167,11 +166,6 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
   if (f.tlsClientCa !== undefined && f.tlsCert === undefined) throw new StartupError("--tls-client-ca needs --tls-cert and --tls-key");
   refuseRedisFlagsForSqlite(f);
   const services = resolveServices(serviceArgs);
-  // Until their global indexes are split per slot (issue 13, step 3), these two need one Redis.
-  const unsplit = services.filter((s) => s === "session-store" || s === "schedule-store");
-  if (isClusterUrl(f.store) && unsplit.length > 0) {
-    throw new StartupError(`${unsplit.join(" and ")} cannot run on a Redis Cluster store in this build (their indexes span slots); serve them from redis:// or sqlite:, or serve only session-lease and event-log from ${f.store}`);
-  }
   refuseSqliteFlagsForRedis(f);
   if ((f.metricsTlsCert === undefined) !== (f.metricsTlsKey === undefined)) throw new StartupError("--metrics-tls-cert and --metrics-tls-key go together; give both or neither");
   if (f.metricsTlsClientCa !== undefined && f.metricsTlsCert === undefined) throw new StartupError("--metrics-tls-client-ca needs --metrics-tls-cert and --metrics-tls-key");

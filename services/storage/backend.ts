@@ -2,7 +2,9 @@ import type { RedisClient } from "./redis-client.js";
 import { SqliteDatabase } from "./sqlite-database.js";
 import { durabilityWatch, StartupError, type RedisConnectOptions } from "./redis-connection.js";
 import { connectRedisClient, isCluster, isRedisStoreUrl } from "./redis-client.js";
-import { RedisKeys } from "./redis-keys.js";
+import type { RedisKeys } from "./redis-keys.js";
+import { openRedisStore } from "./redis-store.js";
+import type { UpgradeLog } from "./redis-upgrade.js";
 import { checkSqlitePath, parseSqliteStoreUrl } from "./sqlite-path.js";
 import type { StoreFailure } from "./store-failure.js";
 
@@ -48,6 +50,8 @@ export interface BackendOptions {
    * {@link DEFAULT_STORE_TIMEOUT_MS}; issue 9).
    */
   storeTimeoutMs?: number;
+  /** Where the progress of a Redis key layout upgrade is reported (the server's log). */
+  log?: UpgradeLog;
 }
 
 /** The `--store` forms, as a remedy for a URL that is none of them. */
@@ -65,7 +69,8 @@ export const DEFAULT_STORE_TIMEOUT_MS = 5000;
  * @throws StartupError with a one-line remedy when the URL is unknown or has a
  *   part that is not understood, the SQLite path cannot hold a database (checked
  *   before anything is created) or the file cannot be opened, or Redis is
- *   unreachable, not durable, or lacks the database the URL names (issue 10).
+ *   unreachable, not durable, or lacks the database the URL names (issue 10),
+ *   or its key layout cannot be opened or upgraded (redis-store.ts).
  */
 export async function openBackend(options: BackendOptions): Promise<Backend> {
   const store = options.store;
@@ -81,8 +86,14 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
     }
   }
   if (isRedisStoreUrl(store)) {
-    const keys = new RedisKeys(options.redisKeyPrefix ?? DEFAULT_REDIS_KEY_PREFIX);
     const redis = await connectRedisClient({ ...options.redis, url: store, storeTimeoutMs });
+    let keys: RedisKeys;
+    try {
+      keys = await openRedisStore(redis, { prefix: options.redisKeyPrefix ?? DEFAULT_REDIS_KEY_PREFIX, storeTimeoutMs, mode: "serve", log: options.log });
+    } catch (err) {
+      redis.disconnect();
+      throw err instanceof StartupError ? err : new StartupError(`cannot open the Redis store: ${(err as Error).message}`);
+    }
     return { kind: "redis", redis, keys, durable: (options.redis?.durability ?? "strict") === "strict", description: store, storeTimeoutMs };
   }
   throw new StartupError(`--store ${JSON.stringify(store)} is not a known store; ${KNOWN_STORES}`);

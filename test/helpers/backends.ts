@@ -2,6 +2,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll } from "vitest";
+import type { Cluster, Redis } from "ioredis";
+import { RedisKeys } from "../../services/storage/redis-keys.js";
 import { spawnRedis, type SpawnedRedis } from "./redis-server.js";
 import { spawnCluster, type SpawnedCluster } from "./redis-cluster.js";
 
@@ -98,6 +100,20 @@ function redisCluster(): TestBackend {
     async teardown() {},
   };
 }
+
+/** What {@link TestBackend.setup} returns. */
+export type BackendSetup = Awaited<ReturnType<TestBackend["setup"]>>;
+
+/**
+ * A raw client of a set-up Redis backend, for white-box reads and seeds
+ * (a Cluster client on a cluster); undefined for SQLite. Caller quits it.
+ */
+export function rawRedis(setup: BackendSetup): Redis | Cluster | undefined {
+  return setup.redis?.client() ?? setup.cluster?.client();
+}
+
+/** The keys of a store served with the default `--redis-key-prefix` (and partition count). */
+export const DEFAULT_KEYS = new RedisKeys("mecatl-drivers:");
 
 /** The Redis Cluster backend alone (see {@link fileCluster}). */
 export function clusterBackends(): TestBackend[] {

@@ -1,3 +1,4 @@
+import { RedisKeys } from "../../services/storage/redis-keys.js";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import Database from "better-sqlite3";
 import { Code } from "@connectrpc/connect";
@@ -169,7 +170,7 @@ describe("large writes on Redis", () => {
     servers.push(server);
     return server;
   }
-  const stages = (prefix: string) => inspect.keys(`${prefix}v1:session:*:stage:*`);
+  const stages = (prefix: string) => inspect.keys(`${prefix}v2:session:*:stage:*`);
 
   test("a Renew sent while a 64 MiB Save is being written is answered before the Save", async () => {
     const server = await serve("renew:");
@@ -187,7 +188,7 @@ describe("large writes on Redis", () => {
     expect(done).toEqual(["renews", "save"]);
     expect(same((await sessions.load({ sessionId: "big" })).snapshot?.payload, big)).toBe(true);
     expect(await stages("renew:")).toEqual([]);
-    expect(await inspect.type("renew:v1:session:{big}:payload")).toBe("list");
+    expect(await inspect.type(new RedisKeys("renew:").snapshotChunks("big"))).toBe("list");
   });
 
   test("the staging list of a Save that never finished expires; the session keeps its previous snapshot", async () => {
@@ -226,7 +227,7 @@ describe("large writes on Redis", () => {
     const server = await serve("replace:");
     const sessions = grpcClient(SessionStoreService, server.address);
     const load = async (id: string) => (await sessions.load({ sessionId: id })).snapshot?.payload;
-    const chunkList = "replace:v1:session:{s}:payload";
+    const chunkList = new RedisKeys("replace:").snapshotChunks("s");
 
     const first = payload(3 * MiB + 5, 6);
     await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: first } });
