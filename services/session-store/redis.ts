@@ -3,7 +3,7 @@ import { distinctBy, indexScan, type IndexScan } from "../storage/index-scan.js"
 import { scoreIndexPages, type ScoredMember } from "../storage/redis-index-page.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { RedisOperations } from "../storage/redis-operation.js";
-import type { SessionProjection } from "./projection.js";
+import { projectionOnce, type ProjectionSource } from "./projection-source.js";
 import { DELETE_PROJECTED, RedisSessionMetadata, SAVE_PROJECTED } from "./redis-metadata.js";
 import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery, SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
 
@@ -50,18 +50,20 @@ export class RedisSessionStore implements SessionStore {
     await this.meta.config();
   }
 
-  private async put(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection, mode: "save" | "create"): Promise<boolean> {
+  /** A write: the projection is computed first, then the snapshot is written with it in one script. */
+  private async put(sessionId: string, snapshot: StoredSnapshot, source: ProjectionSource, mode: "save" | "create"): Promise<boolean> {
+    const projection = projectionOnce(source)();
     const { keys, args } = this.meta.write(await this.meta.config(), sessionId, projection);
     const op = this.ops.begin();
     const argv = [sessionId, snapshot.format, toBuffer(snapshot.payload), mode, ...args()];
     return (await op.script(SAVE_PROJECTED, keys, argv, op.record(this.keys.sessionOp(sessionId, op.id)))) === 1;
   }
 
-  async save(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<void> {
+  async save(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<void> {
     await this.put(sessionId, snapshot, projection, "save");
   }
 
-  create(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<boolean> {
+  create(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<boolean> {
     return this.put(sessionId, snapshot, projection, "create");
   }
 
