@@ -79,6 +79,7 @@ export class SqliteSessionStore implements SessionStore {
         bytes.set(payload.subarray(at, at + bytes.byteLength));
         const written = this.db.call("session.stageChunk", { blobId, seq, bytes }, [bytes.buffer]);
         if (seq === 0) {
+          this.db.postNow();
           try {
             whileWriting();
           } catch (err) {
