@@ -1,32 +1,58 @@
+import { watch, type FSWatcher } from "node:fs";
+import { basename, dirname } from "node:path";
 import type { SqliteDatabase } from "../storage/sqlite-database.js";
 import { EVENTS_TOPIC, type LogChange } from "./sqlite-ops.js";
 import type { ChangeFeed, ChangeHint } from "./store.js";
 
-/** Milliseconds between two checks for commits by other processes on the same file. */
-export const POLL_INTERVAL_MS = 50;
+/** Default milliseconds between two safety checks for other processes' commits (`--follow-poll-interval`). */
+export const DEFAULT_FOLLOW_POLL_MS = 1000;
+
+/**
+ * Milliseconds after a change of the WAL file at which the feed checks for
+ * commits: at once, then again while the commit that wrote it may still be
+ * waiting for its fsync (it becomes visible only after), up to about 130 ms.
+ */
+const SETTLE_DELAYS_MS = [0, 1, 2, 4, 8, 16, 32, 64];
 
 /**
  * The SQLite change feed: one per process, never one per follower.
  *
- * - Same process: the worker reports every committed append and delete
+ * - Same process: the writer reports every committed append and delete
  *   (`notify` topic `events`), so followers wake as soon as the commit is done.
- * - Other processes on the same file: while at least one session is watched,
- *   one timer asks the worker every {@link POLL_INTERVAL_MS} ms whether
- *   `PRAGMA data_version` moved (it moves only when another connection
- *   committed, so an idle store costs one pragma per tick) and, if it did,
+ * - Other processes on the same file (issue 11): while at least one session
+ *   is watched, the feed watches the file's directory for changes of the WAL
+ *   file (`fs.watch`; every commit writes the WAL). A change starts a short
+ *   series of checks ({@link SETTLE_DELAYS_MS}), since a commit is visible
+ *   only once its fsync is done, after the write that was noticed. A check
+ *   asks the main thread's read-only connection whether `PRAGMA
+ *   data_version` moved (an idle store costs one pragma) and, if it did,
  *   which logs have a stamp above the last one seen (an index range, not a
- *   scan). Only watched sessions are reported.
+ *   scan); only watched sessions are reported. A safety check every
+ *   `pollIntervalMs` (`--follow-poll-interval`) covers notifications the
+ *   file system does not give (a network file system, no inotify watches
+ *   left).
+ *
+ * A commit of this process moves `data_version` too, so a check may report
+ * a change the writer reported already: followers ignore a hint that shows
+ * nothing new.
  */
 export class SqliteChangeFeed implements ChangeFeed {
   private readonly watched = new Map<string, number>();
   private change: (sessionId: string, hint: ChangeHint) => void = () => undefined;
   private dataVersion = -1;
   private stamp = -1;
-  private timer: NodeJS.Timeout | undefined;
+  private safetyTimer: NodeJS.Timeout | undefined;
+  private watcher: FSWatcher | undefined;
+  private settleTimer: NodeJS.Timeout | undefined;
+  private settleStep = SETTLE_DELAYS_MS.length;
   private starting: Promise<void> | undefined;
   private polling = false;
 
-  constructor(private readonly db: SqliteDatabase) {
+  /** @param pollIntervalMs milliseconds between safety checks (`--follow-poll-interval`). */
+  constructor(
+    private readonly db: SqliteDatabase,
+    private readonly pollIntervalMs = DEFAULT_FOLLOW_POLL_MS,
+  ) {
     db.on("notify", (topic: string, data: LogChange) => {
       if (topic === EVENTS_TOPIC && this.watched.has(data.sessionId)) this.change(data.sessionId, { generation: data.generation, length: data.length });
     });
@@ -39,40 +65,41 @@ export class SqliteChangeFeed implements ChangeFeed {
   async watch(sessionId: string): Promise<void> {
     this.watched.set(sessionId, (this.watched.get(sessionId) ?? 0) + 1);
     try {
-      await this.startPolling();
+      await this.start();
     } catch (err) {
       this.unwatch(sessionId);
       throw err;
     }
   }
 
-  close(): void {
-    if (this.timer !== undefined) clearInterval(this.timer);
-    this.timer = undefined;
-    this.watched.clear();
-  }
-
   unwatch(sessionId: string): void {
     const n = (this.watched.get(sessionId) ?? 0) - 1;
     if (n > 0) this.watched.set(sessionId, n);
     else this.watched.delete(sessionId);
-    if (this.watched.size === 0 && this.timer !== undefined) {
-      clearInterval(this.timer);
-      this.timer = undefined;
-    }
+    if (this.watched.size === 0) this.stop();
   }
 
-  /** Starts the poller from the current highest stamp; resolves once that starting point is read. */
-  private startPolling(): Promise<void> {
-    if (this.timer !== undefined) return Promise.resolve();
+  close(): void {
+    this.watched.clear();
+    this.stop();
+  }
+
+  private get running(): boolean {
+    return this.safetyTimer !== undefined;
+  }
+
+  /** Reads the current highest stamp (the starting point), then watches the WAL and arms the safety check. */
+  private start(): Promise<void> {
+    if (this.running) return Promise.resolve();
     this.starting ??= (async () => {
       try {
         const start = await this.db.call("events.poll", { dataVersion: -1, afterStamp: -1 });
         this.dataVersion = start.dataVersion;
         this.stamp = start.stamp;
-        if (this.watched.size > 0 && this.timer === undefined) {
-          this.timer = setInterval(() => void this.poll(), POLL_INTERVAL_MS);
-          this.timer.unref();
+        if (this.watched.size > 0 && !this.running) {
+          this.safetyTimer = setInterval(() => void this.poll(), this.pollIntervalMs);
+          this.safetyTimer.unref();
+          this.watcher = this.watchWal();
         }
       } finally {
         this.starting = undefined;
@@ -81,6 +108,51 @@ export class SqliteChangeFeed implements ChangeFeed {
     return this.starting;
   }
 
+  private stop(): void {
+    clearInterval(this.safetyTimer);
+    clearTimeout(this.settleTimer);
+    this.watcher?.close();
+    this.safetyTimer = undefined;
+    this.settleTimer = undefined;
+    this.watcher = undefined;
+  }
+
+  /**
+   * Watches the database's directory (the WAL file comes and goes with the
+   * connections) and starts a series of checks when the WAL changes; none
+   * for an in-memory database, or when the file system cannot watch.
+   */
+  private watchWal(): FSWatcher | undefined {
+    if (this.db.path === ":memory:") return undefined;
+    const wal = `${basename(this.db.path)}-wal`;
+    try {
+      const watcher = watch(dirname(this.db.path), { persistent: false }, (_event, file) => {
+        if (file === null || file === wal) this.settle();
+      });
+      // A watch that fails later (the directory removed): the safety check remains.
+      watcher.on("error", () => watcher.close());
+      return watcher;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** (Re)starts the series of checks after a change of the WAL. */
+  private settle(): void {
+    this.settleStep = 0;
+    if (this.settleTimer === undefined) this.nextSettle();
+  }
+
+  private nextSettle(): void {
+    this.settleTimer = undefined;
+    if (this.settleStep >= SETTLE_DELAYS_MS.length || !this.running) return;
+    this.settleTimer = setTimeout(() => {
+      void this.poll();
+      this.nextSettle();
+    }, SETTLE_DELAYS_MS[this.settleStep++]);
+  }
+
+  /** One check: reports the watched logs changed since the last one. */
   private async poll(): Promise<void> {
     if (this.polling) return;
     this.polling = true;
@@ -93,7 +165,7 @@ export class SqliteChangeFeed implements ChangeFeed {
         if (!r.more) break;
       }
     } catch {
-      // The database failed or closed; health reports it, and the next tick tries again.
+      // The database failed or closed; health reports it, and the next check tries again.
     } finally {
       this.polling = false;
     }

@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3";
 import { randomBytes } from "node:crypto";
-import { inlineReadOp, NeedsWorker, readOp, writeOp, type Migration, type OpContext } from "../storage/sqlite-op.js";
+import { inlineReadOp, NeedsWorker, writeOp, type Migration, type OpContext } from "../storage/sqlite-op.js";
 import { statement } from "../storage/sqlite-statement.js";
 import { sessionDeleteHooks } from "../session-store/sqlite-ops.js";
 import { PAGE_BYTES, type Appended, type LogPage, type NewRecord, type StoredRecord } from "./store.js";
@@ -164,15 +164,16 @@ sessionDeleteHooks.push(deleteEventLog);
  *   agree; inline (on the main thread) unless its first record is larger
  *   than 1 MiB.
  * - `events.poll` {dataVersion, afterStamp} → PollResult: for the cross-process
- *   follow poller; when `PRAGMA data_version` is unchanged (no other
- *   connection committed) it answers without a query, otherwise it lists logs
- *   whose stamp is above `afterStamp`. `afterStamp` -1 only reads the current
+ *   follow feed (sqlite-feed.ts), inline on the main thread; when `PRAGMA
+ *   data_version` is unchanged (no other connection committed, this
+ *   process's writer included) it answers without a query, otherwise it
+ *   lists logs whose stamp is above `afterStamp`. `afterStamp` -1 only reads the current
  *   highest stamp (the poller's starting point).
  */
 export const eventLogOps = {
   "events.append": writeOp(append),
   "events.read": inlineReadOp((db, a: { sessionId: string; afterPosition: number; maxRecords: number }, ctx) => db.transaction(() => readPage(db, a, ctx))()),
-  "events.poll": readOp((db, a: { dataVersion: number; afterStamp: number }): PollResult => {
+  "events.poll": inlineReadOp((db, a: { dataVersion: number; afterStamp: number }): PollResult => {
     const dataVersion = db.pragma("data_version", { simple: true }) as number;
     if (a.afterStamp < 0) {
       const top = statement(db, `SELECT coalesce(max(stamp), 0) AS stamp FROM event_logs`).get() as { stamp: number };

@@ -281,7 +281,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     }
 
     // Every listener is bound: only now may the store create its files.
-    const store: Backend = (backend = await openBackend(options.backend));
+    const store: Backend = (backend = await openBackend({ ...options.backend, log: (msg, fields) => logger.info(fields, msg) }));
     const durabilityMode = !store.durable ? (store.kind === "sqlite" ? "none" : "relaxed") : "full";
     metrics.durability.set({ mode: durabilityMode }, 1);
     if (store.kind === "sqlite") store.db.on("commit", (writes: number) => metrics.groupCommitWrites.observe(writes));

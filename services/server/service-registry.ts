@@ -31,6 +31,8 @@ export interface ServiceSettings {
   followBuffer: number;
   /** Milliseconds a follower past `followBuffer` may read nothing before `follow_lagging` (`--follow-stall`). */
   followStallMs: number;
+  /** Milliseconds between safety checks for other processes' appends on an SQLite store (`--follow-poll-interval`, default 1 s; issue 11). */
+  followPollIntervalMs: number;
 }
 
 /** What a service module gets to build its implementations. */

@@ -22,7 +22,11 @@ export interface StoreFlags {
  */
 export function addStoreOptions(command: Command): Command {
   return command
-    .option("--store <url>", "sqlite:PATH, sqlite::memory: (tests; not durable), redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]", DEFAULT_STORE)
+    .option(
+      "--store <url>",
+      "sqlite:PATH, sqlite::memory: (tests; not durable), redis://HOST:PORT[/DB], rediss://HOST:PORT[/DB], or a Redis Cluster: redis+cluster://HOST:PORT[,HOST:PORT...] or rediss+cluster://... (seed nodes; the rest is discovered)",
+      DEFAULT_STORE,
+    )
     .option("--redis-username-file <file>", "Redis ACL user name, read from this file")
     .option("--redis-password-file <file>", "Redis password, read from this file")
     .option("--redis-tls-ca <file>", "PEM CA bundle that signs the Redis server certificate (rediss://)")

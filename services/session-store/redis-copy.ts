@@ -3,7 +3,8 @@ import type { RedisOperations } from "../storage/redis-operation.js";
 import { redisScript } from "../storage/redis-script.js";
 import { readEach, type KindStore } from "../storage/copy/kind-store.js";
 import { copiedProjection, lineageCopyId, parseLineageCopyId, projectedRow, type SessionCopy } from "./copy-format.js";
-import { decodeLineage, encodeLineage, RedisSessionMetadata, relatedPrefixes, SAVE_PROJECTED, type MetaConfig } from "./redis-metadata.js";
+import { decodeLineage, encodeLineage, RedisSessionMetadata, relatedPrefixes, type MetaConfig } from "./redis-metadata.js";
+import { readSnapshot, saveSnapshot } from "./redis-payload.js";
 import type { ActivityState } from "./activity.js";
 import type { LineageRecord } from "./store.js";
 
@@ -45,7 +46,7 @@ interface StoredRow {
  * whose snapshot has no metadata row yet (a store an older build wrote) is
  * projected from its payload as the start-up backfill would. Writing goes
  * through the Save script in its `import` mode (the source's save time
- * instead of Redis's clock), so the snapshot, List index, metadata row,
+ * instead of Redis's clock; a payload over 1 MiB staged first, as a Save does), so the snapshot, List index, metadata row,
  * paging scopes and the current incarnation's lineage record change
  * together, and through {@link PUT_LINEAGE} for lineage records.
  */
@@ -64,31 +65,32 @@ export class RedisSessionCopy {
   /** The metadata configuration the store recorded, read without writing; undefined when it recorded none (no session has a row). */
   private async recordedConfig(): Promise<MetaConfig | undefined> {
     if (this.recorded === undefined) {
-      const [partitions, storeId] = await this.ops.read((r) => r.hmget(this.keys.sessionMetaConfig(), "partitions", "store_id"));
+      const [partitions, storeId] = await this.ops.read((r) => r.hmget(this.keys.config(), "partitions", "store_id"));
       if (partitions !== null) this.recorded = { partitions: Number(partitions), storeId: storeId ?? "" };
     }
     return this.recorded;
   }
 
   private async readSession(sessionId: string): Promise<SessionCopy | undefined> {
-    const [format, payload, modified, meta] = await this.ops.read((r) => r.hmgetBuffer(this.keys.snapshot(sessionId), "format", "payload", "modified_us", "meta"));
-    if (format === null || payload === null || modified === null) return undefined;
+    const read = await readSnapshot(this.ops, this.keys, sessionId, ["modified_us", "meta"]);
+    if (read === undefined || read.fields[0] === null) return undefined;
+    const { format, payload } = read;
+    const [modified, meta] = read.fields as [Buffer, Buffer | null];
     const config = meta === null ? undefined : await this.recordedConfig();
     const text = config === undefined ? null : await this.ops.read((r) => r.hget(this.meta.partitionKey(this.meta.partitionOf(config, sessionId), "rows"), sessionId));
     const row = text === null ? projectedRow(sessionId, payload) : ((row: StoredRow) => ({ activityState: row.a, estimatedBytes: row.b, metadata: row.m ?? undefined }))(JSON.parse(text) as StoredRow);
-    return { sessionId, format: format.toString("utf8"), payload, modifiedAtMicros: Number(modified.toString("latin1")), ...row };
+    return { sessionId, format, payload, modifiedAtMicros: Number(modified.toString("latin1")), ...row };
   }
 
   private async writeSession(config: MetaConfig, s: SessionCopy): Promise<void> {
-    const { keys, args } = this.meta.write(config, s.sessionId, copiedProjection(s));
     const op = this.ops.begin();
-    const argv = [s.sessionId, s.format, toBuffer(s.payload), "import", ...args(String(s.modifiedAtMicros))];
-    await op.script(SAVE_PROJECTED, keys, argv, op.record(this.keys.sessionOp(s.sessionId, op.id)));
+    const write = this.meta.write(config, s.sessionId, copiedProjection(s), op.id);
+    await saveSnapshot(op, this.ops, this.keys, write, { sessionId: s.sessionId, format: s.format, payload: toBuffer(s.payload), mode: "import", modifiedUs: String(s.modifiedAtMicros) });
   }
 
-  /** Sessions: ids from the List index. */
+  /** Sessions: ids from the List index (every partition). */
   readonly sessions: KindStore<SessionCopy> = {
-    ids: () => this.ops.read((r) => r.zrange(this.keys.sessionIndex(), 0, -1)),
+    ids: async () => (await Promise.all(this.keys.layout.all().map((p) => this.ops.read((r) => r.zrange(this.keys.sessionIndex(p), 0, -1))))).flat(),
     read: (requests) => readEach(requests, (id) => this.readSession(id)),
     write: async (records) => {
       const config = await this.meta.config();

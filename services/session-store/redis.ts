@@ -1,28 +1,30 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../storage/redis-client.js";
 import { distinctBy, indexScan, type IndexScan } from "../storage/index-scan.js";
-import { scoreIndexPages, type ScoredMember } from "../storage/redis-index-page.js";
+import { mergedScoreIndex, type ScoredMember } from "../storage/redis-index-page.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { RedisOperations } from "../storage/redis-operation.js";
 import { projectionOnce, type ProjectionSource } from "./projection-source.js";
-import { DELETE_PROJECTED, RedisSessionMetadata, SAVE_PROJECTED } from "./redis-metadata.js";
+import { DELETE_PROJECTED, RedisSessionMetadata } from "./redis-metadata.js";
+import { readSnapshot, saveSnapshot } from "./redis-payload.js";
 import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery, SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
 
 function toBuffer(bytes: Uint8Array): Buffer {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
-async function* sessionsOf(pages: AsyncIterable<ScoredMember[]>): AsyncGenerator<StoredSessionInfo, void, undefined> {
-  for await (const page of pages) for (const e of page) yield { sessionId: e.member, modifiedAtMicros: Number(e.score) };
+async function* sessionsOf(entries: AsyncIterable<ScoredMember>): AsyncGenerator<StoredSessionInfo, void, undefined> {
+  for await (const e of entries) yield { sessionId: e.member, modifiedAtMicros: Number(e.score) };
 }
 
 /**
- * SessionStore on Redis: a hash per session (hash-tagged by id) plus a sorted
- * set indexing ids by save time, so List never scans the keyspace, and the
- * partitioned metadata index and lineage records of redis-metadata.ts. Save,
- * Create and Delete are one script each, so the snapshot, its List entry,
- * its metadata row and its lineage records change together. Note the List
- * index is a separate slot from the session's keys: on a Redis Cluster these
- * scripts would need the index split per slot (issue 13).
+ * SessionStore on Redis: a hash per session (a payload over 1 MiB in a list
+ * of chunks beside it, see redis-payload.ts) plus a sorted set per partition
+ * indexing the partition's ids by save time, so List never scans the
+ * keyspace, and the partitioned metadata index and lineage records of
+ * redis-metadata.ts. A session's keys carry its partition's hash tag
+ * (storage/redis-layout.ts), so Save, Create and Delete are one script each
+ * on one slot: the snapshot, its List entry, its metadata row and its
+ * lineage records change together, on a Redis Cluster too (issue 13).
  *
  * Every call is a bounded {@link RedisOperations} operation: writes carry an
  * operation record (exactly once across retries) and every call fails with
@@ -37,7 +39,7 @@ export class RedisSessionStore implements SessionStore {
 
   /** @param storeTimeoutMs `--store-timeout` in milliseconds. */
   constructor(
-    redis: Redis,
+    redis: RedisClient,
     private readonly keys: RedisKeys,
     storeTimeoutMs: number,
   ) {
@@ -50,13 +52,18 @@ export class RedisSessionStore implements SessionStore {
     await this.meta.config();
   }
 
-  /** A write: the projection is computed first, then the snapshot is written with it in one script. */
+  /**
+   * Save or Create in one operation: the projection is computed first; a
+   * payload over 1 MiB is then staged in chunks (redis-payload.ts), then one
+   * recorded script writes the snapshot (publishing the chunks), its List
+   * entry, metadata row and lineage records together.
+   */
   private async put(sessionId: string, snapshot: StoredSnapshot, source: ProjectionSource, mode: "save" | "create"): Promise<boolean> {
     const projection = projectionOnce(source)();
-    const { keys, args } = this.meta.write(await this.meta.config(), sessionId, projection);
+    const config = await this.meta.config();
     const op = this.ops.begin();
-    const argv = [sessionId, snapshot.format, toBuffer(snapshot.payload), mode, ...args()];
-    return (await op.script(SAVE_PROJECTED, keys, argv, op.record(this.keys.sessionOp(sessionId, op.id)))) === 1;
+    const write = this.meta.write(config, sessionId, projection, op.id);
+    return (await saveSnapshot(op, this.ops, this.keys, write, { sessionId, format: snapshot.format, payload: toBuffer(snapshot.payload), mode })) === 1;
   }
 
   async save(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<void> {
@@ -68,18 +75,21 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async load(sessionId: string): Promise<StoredSnapshot | undefined> {
-    const [format, payload] = await this.ops.read((r) => r.hmgetBuffer(this.keys.snapshot(sessionId), "format", "payload"));
-    if (format === null || payload === null) return undefined;
-    return { format: format.toString("utf8"), payload };
+    const read = await readSnapshot(this.ops, this.keys, sessionId);
+    return read === undefined ? undefined : { format: read.format, payload: read.payload };
   }
 
-  /** Pages through the session index in (save time, id) order; a session re-saved during the scan is kept at its first sighting. */
+  /**
+   * Pages through the session index in (save time, id) order, merging its
+   * partitions (k-way); a session re-saved during the scan is kept at its
+   * first sighting.
+   */
   scan(): IndexScan<StoredSessionInfo> {
-    const index = this.keys.sessionIndex();
+    const parts = this.keys.layout.all().map((p) => this.keys.sessionIndex(p));
     const reader = this.ops;
     return indexScan(
-      () => distinctBy(sessionsOf(scoreIndexPages(reader, index)), (s) => s.sessionId),
-      () => reader.read((r) => r.zcard(index)),
+      () => distinctBy(sessionsOf(mergedScoreIndex(reader, parts)), (s) => s.sessionId),
+      async () => (await Promise.all(parts.map((k) => reader.read((r) => r.zcard(k))))).reduce((a, b) => a + b, 0),
     );
   }
 

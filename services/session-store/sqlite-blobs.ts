@@ -32,8 +32,8 @@ export const STAGE_BYTES = 1024 * 1024;
 /** Bytes of one staged chunk: one chunk per transaction (1 MiB, a few milliseconds of writing). */
 export const CHUNK_BYTES = 1024 * 1024;
 
-/** Chunks one {@link dropChunks} call deletes (8 MiB of a garbage blob per transaction). */
-export const DROP_CHUNKS = 8;
+/** Chunks one {@link dropChunks} call deletes (4 MiB of a garbage blob per transaction, a few milliseconds). */
+export const DROP_CHUNKS = 4;
 
 /** Schema version 3 of the session store: staged and chunked payloads. */
 export const blobMigration: Migration = {

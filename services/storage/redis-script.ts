@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import { isCluster, type RedisClient } from "./redis-client.js";
 
 /**
  * A Lua script run atomically on the Redis server with EVALSHA (ioredis loads
@@ -10,7 +10,8 @@ import type { Redis } from "ioredis";
  * Every script not marked `readOnly` is a write and runs under the operation
  * record convention ({@link OP_RECORD_LUA}): it is called with one more KEY
  * and one more ARGV than its own contract says, which the shared prologue
- * removes before the script's own code runs.
+ * removes before the script's own code runs; but for a write marked
+ * `idempotent`, which is safe to repeat as it is and takes no record.
  */
 export interface RedisScript {
   /** Command name registered on the client, unique per script. */
@@ -19,6 +20,18 @@ export interface RedisScript {
   readonly lua: string;
   /** True for a script that never writes; it runs even while writes are refused (see {@link guardRedisWrites}) and takes no operation record. */
   readonly readOnly?: boolean;
+  /**
+   * True for a write whose repetition changes nothing more (a retry after a
+   * lost reply is harmless by construction, e.g. a chunk stored at a fixed
+   * index): refused like every write while Redis is not known to be durable,
+   * but run without an operation record.
+   */
+  readonly idempotent?: boolean;
+}
+
+/** Whether `script` runs with an operation record: every write that is not {@link RedisScript.idempotent}. */
+function recorded(script: RedisScript): boolean {
+  return script.readOnly !== true && script.idempotent !== true;
 }
 
 /**
@@ -86,7 +99,7 @@ export interface OpRecord {
  * refuse the write, or returns a promise the write waits for (rejecting
  * refuses it).
  */
-const writeGuards = new WeakMap<Redis, () => void | Promise<void>>();
+const writeGuards = new WeakMap<RedisClient, () => void | Promise<void>>();
 
 /**
  * Installs `check` on `redis`: every script not marked `readOnly` runs it
@@ -95,7 +108,7 @@ const writeGuards = new WeakMap<Redis, () => void | Promise<void>>();
  * writes while the server is not known to be durable, and to hold them while
  * it is checked again after a reconnect (redis-connection.ts).
  */
-export function guardRedisWrites(redis: Redis, check: () => void | Promise<void>): void {
+export function guardRedisWrites(redis: RedisClient, check: () => void | Promise<void>): void {
   writeGuards.set(redis, check);
 }
 
@@ -113,9 +126,15 @@ export function redisScript(script: RedisScript): RedisScript {
 
 type ScriptRunner = (numberOfKeys: number, ...keysAndArgs: Array<string | Buffer | Uint8Array | number>) => Promise<unknown>;
 
-function define(redis: Redis, script: RedisScript): void {
+function define(redis: RedisClient, script: RedisScript): void {
   const r = redis as unknown as Record<string, ScriptRunner>;
-  if (typeof r[script.name] !== "function") redis.defineCommand(script.name, { lua: script.readOnly === true ? script.lua : OP_RECORD_LUA + script.lua });
+  if (typeof r[script.name] === "function") return;
+  redis.defineCommand(script.name, { lua: recorded(script) ? OP_RECORD_LUA + script.lua : script.lua });
+  // A cluster client groups auto-pipelined commands by the slot of their first
+  // argument, which for a script is its key count, not a key: scripts for
+  // different nodes would share a pipeline, and it fails whole. Scripts are sent
+  // one by one instead (still without waiting for each other's replies).
+  if (isCluster(redis)) redis.options.autoPipeliningIgnoredCommands!.push(script.name);
 }
 
 /**
@@ -128,11 +147,11 @@ function define(redis: Redis, script: RedisScript): void {
  * function" and the pipeline's replies no longer line up with its callbacks,
  * which throws a TypeError inside ioredis and ends the process.
  */
-export function defineRedisScripts(redis: Redis): void {
+export function defineRedisScripts(redis: RedisClient): void {
   for (const script of declared) define(redis, script);
 }
 
-function runner(redis: Redis, script: RedisScript, buffers: boolean): ScriptRunner {
+function runner(redis: RedisClient, script: RedisScript, buffers: boolean): ScriptRunner {
   const admitted = script.readOnly === true ? undefined : writeGuards.get(redis)?.();
   // Scripts not declared with redisScript (tests) are defined here, on first use.
   define(redis, script);
@@ -144,9 +163,9 @@ function runner(redis: Redis, script: RedisScript, buffers: boolean): ScriptRunn
 
 type ScriptArg = string | Buffer | Uint8Array | number;
 
-function call(redis: Redis, script: RedisScript, buffers: boolean, keys: string[], args: ScriptArg[], op: OpRecord | undefined): Promise<unknown> {
-  if ((script.readOnly === true) !== (op === undefined)) {
-    throw new Error(`${script.name}: ${op === undefined ? "a write script needs an operation record" : "a read-only script takes no operation record"}`);
+function call(redis: RedisClient, script: RedisScript, buffers: boolean, keys: string[], args: ScriptArg[], op: OpRecord | undefined): Promise<unknown> {
+  if (recorded(script) !== (op !== undefined)) {
+    throw new Error(`${script.name}: ${op === undefined ? "a write script needs an operation record" : "a read-only or idempotent script takes no operation record"}`);
   }
   const run = runner(redis, script, buffers);
   return op === undefined ? run(keys.length, ...keys, ...args) : run(keys.length + 1, ...keys, op.key, ...args, op.ttlMs);
@@ -159,15 +178,15 @@ function call(redis: Redis, script: RedisScript, buffers: boolean, keys: string[
  * `RedisOperation` (redis-operation.ts), which bounds and retries it.
  *
  * @throws Error when `op` is missing for a write script or given for a
- *   read-only one (a programming error); the write guard's
+ *   read-only or idempotent one (a programming error); the write guard's
  *   {@link StoreFailure} (`not_durable`); or the Redis error (connection
  *   lost, error reply), which redis-operation.ts classifies.
  */
-export function runScript(redis: Redis, script: RedisScript, keys: string[], args: ScriptArg[], op?: OpRecord): Promise<unknown> {
+export function runScript(redis: RedisClient, script: RedisScript, keys: string[], args: ScriptArg[], op?: OpRecord): Promise<unknown> {
   return call(redis, script, false, keys, args, op);
 }
 
 /** Like {@link runScript}, but bulk-string replies come back as Buffers (for payloads). */
-export function runScriptBuffer(redis: Redis, script: RedisScript, keys: string[], args: ScriptArg[], op?: OpRecord): Promise<unknown> {
+export function runScriptBuffer(redis: RedisClient, script: RedisScript, keys: string[], args: ScriptArg[], op?: OpRecord): Promise<unknown> {
   return call(redis, script, true, keys, args, op);
 }

@@ -15,8 +15,8 @@ import type Database from "better-sqlite3";
  *   file's live data) to switch, done once when the server opens it
  *   ({@link prepareSpace}).
  * - **Steps**, each one `incremental_vacuum` of {@link STEP_PAGES} pages in
- *   its own transaction: between group commits after large deletes (while
- *   {@link LARGE_FREE_PAGES} or more pages are free), and all the way down
+ *   its own transaction: between group commits after very large deletes
+ *   (while {@link LARGE_FREE_PAGES} or more pages are free), and all the way down
  *   once the worker has been idle for {@link IDLE_MS}.
  * - **WAL truncation**: `journal_size_limit` makes SQLite cut the WAL back
  *   to {@link JOURNAL_SIZE_LIMIT} bytes whenever a checkpoint resets it, and
@@ -24,11 +24,22 @@ import type Database from "better-sqlite3";
  *   readers: if one holds an old snapshot, it is tried at the next idle).
  */
 
-/** Pages one step moves and cuts off at most (8 MiB at 4 KiB pages: tens of milliseconds). */
-export const STEP_PAGES = 2048;
+/**
+ * Pages one step moves and cuts off at most (1 MiB at 4 KiB pages: a few
+ * milliseconds). Small, because a write that arrives during a step waits
+ * for it (issue 11: Renew latency while 64 MiB Saves free 64 MiB each).
+ */
+export const STEP_PAGES = 256;
 
-/** Free pages from which steps run between group commits, not only when idle (16 MiB at 4 KiB pages). */
-export const LARGE_FREE_PAGES = 4096;
+/**
+ * Free pages from which steps run between group commits, not only when idle
+ * (256 MiB at 4 KiB pages: a large delete under constant load). Below it,
+ * free pages wait for an idle second: new writes reuse them meanwhile, and
+ * a step between commits costs a transaction and an fsync that the next
+ * write waits for (issue 11: a loop of 64 MiB Saves frees and reuses 64 MiB
+ * per Save).
+ */
+export const LARGE_FREE_PAGES = 65536;
 
 /** Milliseconds without any operation after which the worker vacuums and truncates the WAL. */
 export const IDLE_MS = 1000;

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Code, type Client } from "@connectrpc/connect";
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
-import { allBackends, sharedBackends, type TestBackend } from "../helpers/backends.js";
+import { conformanceBackends, sharedConformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
@@ -25,7 +25,7 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-describe.each(sharedBackends())("EventLogService follow across two server processes on $name", (backend: TestBackend) => {
+describe.each(sharedConformanceBackends())("EventLogService follow across two server processes on $name", (backend: TestBackend) => {
   let a: ServerProcess;
   let b: ServerProcess;
   let logA: EventLogClient;
@@ -135,7 +135,7 @@ describe.each(sharedBackends())("EventLogService follow across two server proces
   });
 });
 
-describe.each(allBackends())("EventLogService follow limits on $name", (backend: TestBackend) => {
+describe.each(conformanceBackends())("EventLogService follow limits on $name", (backend: TestBackend) => {
   let server: ServerProcess;
   let log: EventLogClient;
 

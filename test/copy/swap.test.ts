@@ -51,7 +51,7 @@ describe.each(SWAPS)("swap %s under the workload", (name, sourceUrl, targetUrl) 
   test("stop the writers, copy, serve the target: every invariant holds across the swap", async () => {
     const from = await sourceUrl();
     const to = await targetUrl();
-    const listen = `127.0.0.1:${await freeLowPort()}`;
+    const listen = `127.0.0.1:${await freeLowPort(27000, 29999)}`;
     const serve = (store: string) => startServer(["--store", store, "--lease-ttl", "20s", "--store-timeout", "1s"], { listen });
     server = await serve(from);
     clients = await openDriverClients({ sessionStoreUrl: listen, eventLogUrl: listen, sessionLeaseUrl: listen, scheduleStoreUrl: listen });

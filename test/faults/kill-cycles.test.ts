@@ -36,7 +36,7 @@ describe.each(sharedBackends())("kill -9 cycles under the workload on $name", (b
 
   test(`${CYCLES} kills and restarts: zero acknowledged writes lost, zero applied twice`, async () => {
     const { store, redis } = await backend.setup();
-    const listen = `127.0.0.1:${await freeLowPort()}`;
+    const listen = `127.0.0.1:${await freeLowPort(27000, 29999)}`;
     const serve = () => startServer(["--store", store, "--lease-ttl", "3s", "--store-timeout", "1s"], { listen });
     server = await serve();
     clients = await openDriverClients({ sessionStoreUrl: listen, eventLogUrl: listen, sessionLeaseUrl: listen, scheduleStoreUrl: listen });

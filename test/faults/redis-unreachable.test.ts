@@ -92,7 +92,7 @@ describe("Redis unreachable", () => {
   });
 
   test("a write applied whose reply is lost while Redis stays unreachable: UNAVAILABLE saying the outcome is unknown, and it was applied once", async () => {
-    const fired = env.proxy.loseNextReply({ match: (c) => c.includes("{ur-lost}"), thenMode: "refuse" });
+    const fired = env.proxy.loseNextReply({ match: (c) => c.includes("}:ur-lost:"), thenMode: "refuse" });
     try {
       const answer = unavailable(append("ur-lost", 1));
       // The reply really was lost (the append reached the proxy), whatever the answer says.

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Redis } from "ioredis";
+import { Redis, type RedisOptions } from "ioredis";
 import { freeLowPort, waitFor } from "./wait.js";
 
 /**
@@ -10,7 +10,7 @@ import { freeLowPort, waitFor } from "./wait.js";
  * killed redis-server is restarted on its port, and no other test's
  * `freePort()` or outgoing connection can take that port meanwhile.
  */
-const redisPort = () => freeLowPort();
+const redisPort = () => freeLowPort(23000, 26999);
 
 /** A `redis-server` process owned by one test file. */
 export interface SpawnedRedis {
@@ -27,6 +27,36 @@ export interface SpawnedRedis {
   stop(): Promise<void>;
   /** A fresh ioredis client for direct inspection (caller quits it). */
   client(): Redis;
+}
+
+/**
+ * Waits until a Redis server reached with `options` answers PING, trying a
+ * fresh connection every 25 ms for up to 10 s; with `spawned`, until the
+ * answer comes from that process (its `process_id`), failing at once if it
+ * exited.
+ *
+ * @throws Error naming `what` when it does not.
+ */
+export function waitForPong(options: RedisOptions, what: string, spawned?: { proc: ChildProcess; output: () => string }): Promise<void> {
+  return waitFor(async () => {
+    // A redis-server that could not bind its port exits; whatever answers on the port then is
+    // another test's process, and the test must fail here rather than use it.
+    if (spawned !== undefined && (spawned.proc.exitCode !== null || spawned.proc.signalCode !== null)) {
+      throw new Error(`${what}: redis-server exited (${spawned.proc.exitCode ?? spawned.proc.signalCode}): ${spawned.output().trim()}`);
+    }
+    const probe = new Redis({ ...options, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+    probe.on("error", () => undefined);
+    try {
+      await probe.connect();
+      if (spawned === undefined) return (await probe.ping()) === "PONG";
+      // The answer must come from the process just spawned, not from one that holds the port.
+      return /^process_id:(\d+)\r?$/m.exec(await probe.info("server"))?.[1] === String(spawned.proc.pid);
+    } catch {
+      return false;
+    } finally {
+      probe.disconnect();
+    }
+  }, 10_000, what);
 }
 
 /**
@@ -58,22 +88,7 @@ export async function spawnRedis(options: { durable?: boolean; password?: string
     let output = "";
     started.stderr!.setEncoding("utf8");
     started.stderr!.on("data", (chunk: string) => (output += chunk));
-    await waitFor(async () => {
-      // A redis-server that could not bind its port exits; whatever answers on the port then is
-      // another test's process, and the test must fail here rather than use it.
-      if (started.exitCode !== null || started.signalCode !== null) throw new Error(`redis-server on port ${port} exited (${started.exitCode ?? started.signalCode}): ${output.trim()}`);
-      const probe = new Redis({ ...probeOptions, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-      probe.on("error", () => undefined);
-      try {
-        await probe.connect();
-        // The answer must come from the process just spawned, not from one that holds the port.
-        return /^process_id:(\d+)\r?$/m.exec(await probe.info("server"))?.[1] === String(started.pid);
-      } catch {
-        return false;
-      } finally {
-        probe.disconnect();
-      }
-    }, 10_000, `redis-server (pid ${started.pid}) to accept connections on port ${port}`);
+    await waitForPong(probeOptions, `redis-server (pid ${started.pid}) to accept connections on port ${port}`, { proc: started, output: () => output });
   };
   const kill = async () => {
     if (proc.exitCode !== null || proc.signalCode !== null) return;

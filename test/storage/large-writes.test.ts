@@ -1,4 +1,5 @@
-import { afterEach, describe, expect, test } from "vitest";
+import { RedisKeys } from "../../services/storage/redis-keys.js";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import Database from "better-sqlite3";
 import { Code } from "@connectrpc/connect";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -7,6 +8,7 @@ import { join } from "node:path";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { SessionLeaseService } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
+import { spawnRedis, type SpawnedRedis } from "../helpers/redis-server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
 import { waitFor } from "../helpers/wait.js";
@@ -15,10 +17,12 @@ import { sessnap } from "../helpers/sessnap.js";
 /**
  * Large writes isolated from small ones (issue 11): a snapshot over 1 MiB is
  * staged in chunks, each its own small write, and published by one small
- * atomic Save; small writes are answered between the chunks; staging a
- * crash left behind is removed at the next start; the blob a write replaced
- * is deleted; such a Save is projected while its chunks are written, and a
- * payload the projection refuses still changes nothing (issue 12).
+ * atomic Save; small writes are answered between the chunks. SQLite:
+ * staging a crash left behind is removed at the next start, the chunks of a
+ * payload replaced are deleted, and a staged Save is projected while its
+ * chunks are written, a payload the projection refuses still changing
+ * nothing (issue 12). Redis: the staging list of a Save that never finished
+ * expires, and the chunk list of a payload replaced is gone.
  */
 const MiB = 1024 * 1024;
 const FORMAT = "sessnap-json/1";
@@ -149,6 +153,7 @@ describe("large writes on SQLite", () => {
     await expectCode(load("s"), Code.NotFound);
     await waitFor(() => count().chunks === 0, 10_000, "the deleted snapshot's chunks to be dropped");
   });
+
   test("a staged Save's payload is projected: one naming another id is refused naming both, nothing visible; a valid one stores its metadata row", async () => {
     const path = tempFile();
     const server = await serve(path);
@@ -178,5 +183,103 @@ describe("large writes on SQLite", () => {
     expect(same((await sessions.load({ sessionId: "s" })).snapshot?.payload, after)).toBe(true);
     const rows = (await sessions.pageMetadata(owned)).sessions;
     expect(rows.map((r) => [r.sessionId, r.title, r.activityState, r.estimatedBytes, r.ownerSubject])).toEqual([["s", "after", "active", BigInt(after.byteLength), "dana"]]);
+  });
+});
+
+describe("large writes on Redis", () => {
+  let redis: SpawnedRedis;
+  let inspect: ReturnType<SpawnedRedis["client"]>;
+  const servers: ServerProcess[] = [];
+  beforeAll(async () => {
+    redis = await spawnRedis();
+    inspect = redis.client();
+  });
+  afterAll(async () => {
+    await Promise.all(servers.map((s) => s.kill()));
+    inspect?.disconnect();
+    await redis?.stop();
+  });
+  async function serve(prefix: string): Promise<ServerProcess> {
+    const server = await startServer(["all", "--store", redis.url, "--redis-key-prefix", prefix, "--lease-ttl", "1h"]);
+    servers.push(server);
+    return server;
+  }
+  const stages = (prefix: string) => inspect.keys(`${prefix}v2:session:*:stage:*`);
+
+  test("a Renew sent while a 64 MiB Save is being written is answered before the Save", async () => {
+    const server = await serve("renew:");
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const leases = grpcClient(SessionLeaseService, server.address);
+    let lease = (await leases.acquire({ sessionId: "leased", owner: "me" })).lease!;
+
+    const done: string[] = [];
+    const big = payload(64 * MiB - 64, 1);
+    const save = sessions.save({ sessionId: "big", snapshot: { format: FORMAT, payload: big } }).then(() => done.push("save"));
+    await waitFor(async () => (await stages("renew:")).length > 0, 30_000, "the staging list");
+    for (let i = 0; i < 3; i++) lease = (await leases.renew({ lease })).lease!;
+    done.push("renews");
+    await save;
+    expect(done).toEqual(["renews", "save"]);
+    expect(same((await sessions.load({ sessionId: "big" })).snapshot?.payload, big)).toBe(true);
+    expect(await stages("renew:")).toEqual([]);
+    expect(await inspect.type(new RedisKeys("renew:").snapshotChunks("big"))).toBe("list");
+  });
+
+  test("the staging list of a Save that never finished expires; the session keeps its previous snapshot", async () => {
+    const server = await serve("crash:");
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const before = payload(2 * MiB, 2);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: before } });
+
+    const unfinished = sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: payload(64 * MiB - 64, 3) } }).catch(() => "failed");
+    await waitFor(async () => (await stages("crash:")).length > 0 && (await inspect.llen((await stages("crash:"))[0]!)) > 1, 30_000, "staged chunks");
+    await server.kill();
+    expect(await unfinished).toBe("failed");
+    const [stage] = await stages("crash:");
+    const ttl = await inspect.pttl(stage!);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+
+    const again = await serve("crash:");
+    expect(same((await grpcClient(SessionStoreService, again.address).load({ sessionId: "s" })).snapshot?.payload, before)).toBe(true);
+  });
+
+  test("a Save whose staging list vanished meanwhile fails UNAVAILABLE and changes nothing", async () => {
+    const server = await serve("lost:");
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const before = payload(1000, 4);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: before } });
+
+    const save = sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: payload(64 * MiB - 64, 5) } });
+    await waitFor(async () => (await stages("lost:")).length > 0, 30_000, "the staging list");
+    await inspect.del(...(await stages("lost:")));
+    await expectCode(save, Code.Unavailable, "Redis lost the snapshot staged for this Save");
+    expect(same((await sessions.load({ sessionId: "s" })).snapshot?.payload, before)).toBe(true);
+  });
+
+  test("a payload replaced by a small one, or deleted, leaves no chunk list; Create of an existing id changes nothing and leaves no staging", async () => {
+    const server = await serve("replace:");
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const load = async (id: string) => (await sessions.load({ sessionId: id })).snapshot?.payload;
+    const chunkList = new RedisKeys("replace:").snapshotChunks("s");
+
+    const first = payload(3 * MiB + 5, 6);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: first } });
+    expect(same(await load("s"), first)).toBe(true);
+    expect(await inspect.llen(chunkList)).toBe(7);
+
+    await expectCode(sessions.create({ sessionId: "s", snapshot: { format: FORMAT, payload: payload(5 * MiB, 8) } }), Code.AlreadyExists);
+    expect(same(await load("s"), first)).toBe(true);
+    await waitFor(async () => (await stages("replace:")).length === 0, 10_000, "the refused Create's staging list to be removed");
+
+    const small = payload(100, 9);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: small } });
+    expect(same(await load("s"), small)).toBe(true);
+    expect(await inspect.exists(chunkList)).toBe(0);
+
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: first } });
+    await sessions.delete({ sessionId: "s" });
+    await expectCode(load("s"), Code.NotFound);
+    expect(await inspect.exists(chunkList)).toBe(0);
   });
 });

@@ -1,0 +1,135 @@
+import type { RedisKeys } from "../storage/redis-keys.js";
+import type { RedisOperation, RedisOperations } from "../storage/redis-operation.js";
+import { opRecordTtlMs, redisScript } from "../storage/redis-script.js";
+import { StoreFailure } from "../storage/store-failure.js";
+import { SAVE_PROJECTED } from "./redis-metadata.js";
+
+/**
+ * Large snapshot payloads on Redis (issue 11). A payload of at most
+ * {@link INLINE_PAYLOAD_BYTES} is the `payload` field of the snapshot hash. A
+ * larger one would be one multi-MiB command, which Redis executes (and
+ * fsyncs) while every other client waits; it is staged instead, one
+ * {@link REDIS_CHUNK_BYTES} chunk per command, into a list of its own
+ * (`RedisKeys.snapshotStage`), which the Save script then publishes with one
+ * RENAME to the session's chunk list (`RedisKeys.snapshotChunks`), in the
+ * same atomic, operation-recorded script as the rest of the Save. A staging
+ * list that is never published expires.
+ */
+
+/** Payload bytes above which a Save is staged in chunks (1 MiB). */
+export const INLINE_PAYLOAD_BYTES = 1024 * 1024;
+
+/**
+ * Bytes of one staged chunk (512 KiB): a 64 MiB payload is then a list of
+ * 128 chunks, more than the 64 elements above which Redis frees a value in
+ * the background when it is unlinked.
+ */
+export const REDIS_CHUNK_BYTES = 512 * 1024;
+
+/**
+ * Appends one chunk to a staging list, unless a retry finds it there already.
+ * KEYS[1] the staging list.
+ * ARGV[1] index of the chunk (0-based), ARGV[2] its bytes, ARGV[3]
+ * milliseconds the list lives unless published.
+ * Returns the number of chunks the list holds, or -1 when chunks before this
+ * one are missing (the list expired). Idempotent: no operation record.
+ */
+const STAGE_CHUNK = redisScript({
+  name: "mecatlSessionStageChunk",
+  idempotent: true,
+  lua: `
+local held = redis.call('LLEN', KEYS[1])
+local index = tonumber(ARGV[1])
+if held < index then return -1 end
+if held == index then held = redis.call('RPUSH', KEYS[1], ARGV[2]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return held
+`,
+});
+
+/** The failure of a Save whose staged chunks are gone: nothing was written. */
+function stageLost(): StoreFailure {
+  return new StoreFailure("unreachable", "Redis lost the snapshot staged for this Save (its chunks expired before it was published); nothing was written");
+}
+
+/**
+ * Stages `payload` in chunks into `stageKey` under operation `op`; returns
+ * the number of chunks. The list lives ten times `--store-timeout` (at
+ * least a minute) past its last chunk unless published.
+ *
+ * @throws StoreFailure when Redis fails (see RedisOperation), or {@link stageLost}.
+ */
+async function stagePayload(op: RedisOperation, ops: RedisOperations, stageKey: string, payload: Buffer): Promise<number> {
+  const ttl = opRecordTtlMs(ops.timeoutMs);
+  let index = 0;
+  for (let at = 0; at < payload.byteLength; at += REDIS_CHUNK_BYTES, index++) {
+    const held = await op.script(STAGE_CHUNK, [stageKey], [index, payload.subarray(at, at + REDIS_CHUNK_BYTES), ttl]);
+    if (held === -1) throw stageLost();
+  }
+  return index;
+}
+
+/**
+ * Runs the Save script (redis-metadata.ts {@link SAVE_PROJECTED}) for
+ * operation `op` in `mode` (`save`, `create`, `import`), with the KEYS and
+ * ARGV builder `write` of `RedisSessionMetadata.write` for the same
+ * operation: a payload over 1 MiB is staged first and published by the
+ * script. Returns the script's answer: 1 written, 0 not (Create of an
+ * existing id).
+ *
+ * @throws StoreFailure when Redis fails (see RedisOperation), or {@link stageLost}.
+ */
+export async function saveSnapshot(
+  op: RedisOperation,
+  ops: RedisOperations,
+  keys: RedisKeys,
+  write: { keys: string[]; args: (expectedModified?: string, stagedChunks?: string) => string[] },
+  snapshot: { sessionId: string; format: string; payload: Buffer; mode: "save" | "create" | "import"; modifiedUs?: string },
+): Promise<number> {
+  const stageKey = keys.snapshotStage(snapshot.sessionId, op.id);
+  const staged = snapshot.payload.byteLength > INLINE_PAYLOAD_BYTES;
+  try {
+    const chunks = staged ? String(await stagePayload(op, ops, stageKey, snapshot.payload)) : "";
+    const argv = [snapshot.sessionId, snapshot.format, staged ? "" : snapshot.payload, snapshot.mode, ...write.args(snapshot.modifiedUs ?? "", chunks)];
+    const written = (await op.script(SAVE_PROJECTED, write.keys, argv, op.record(keys.sessionOp(snapshot.sessionId, op.id)))) as number;
+    if (written === -1) throw stageLost();
+    if (written !== 1 && staged) discardStage(ops, stageKey);
+    return written;
+  } catch (err) {
+    if (staged) discardStage(ops, stageKey);
+    throw err;
+  }
+}
+
+/** Removes a staging list a Save did not publish, in the background (it expires anyway). */
+function discardStage(ops: RedisOperations, stageKey: string): void {
+  ops.redis.unlink(stageKey).catch(() => undefined);
+}
+
+/** What {@link readSnapshot} answers: the format, the payload wherever it is held, and the other fields asked for. */
+export interface SnapshotRead {
+  format: string;
+  payload: Buffer;
+  fields: Array<Buffer | null>;
+}
+
+/**
+ * Reads a snapshot with the hash fields `fields` besides: one HMGET for a
+ * payload held in the hash; for one held in chunks, the hash and the chunk
+ * list again in one MULTI, so that they belong to the same Save. Undefined
+ * when the session has no snapshot.
+ *
+ * @throws StoreFailure when Redis fails (see RedisOperations.read).
+ */
+export async function readSnapshot(ops: RedisOperations, keys: RedisKeys, sessionId: string, fields: string[] = []): Promise<SnapshotRead | undefined> {
+  const hash = keys.snapshot(sessionId);
+  const [format, payload, ...rest] = await ops.read((r) => r.hmgetBuffer(hash, "format", "payload", ...fields));
+  if (format === null || format === undefined) return undefined;
+  if (payload !== null && payload !== undefined) return { format: format.toString("utf8"), payload, fields: rest };
+  const replies = await ops.read((r) => r.multi().hmgetBuffer(hash, "format", "payload", ...fields).lrangeBuffer(keys.snapshotChunks(sessionId), 0, -1).exec());
+  const [[hashError, again], [listError, chunks]] = replies as [[Error | null, Array<Buffer | null>], [Error | null, Buffer[]]];
+  if (hashError !== null || listError !== null) throw hashError ?? listError;
+  const [format2, inline, ...rest2] = again;
+  if (format2 === null || format2 === undefined) return undefined;
+  return { format: format2.toString("utf8"), payload: inline ?? Buffer.concat(chunks), fields: rest2 };
+}
