@@ -3,7 +3,7 @@ import { distinctBy, indexScan, type IndexScan } from "../storage/index-scan.js"
 import { mergedScoreIndex, type ScoredMember } from "../storage/redis-index-page.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { RedisOperations } from "../storage/redis-operation.js";
-import type { SessionProjection } from "./projection.js";
+import { projectionOnce, type ProjectionSource } from "./projection-source.js";
 import { DELETE_PROJECTED, RedisSessionMetadata } from "./redis-metadata.js";
 import { readSnapshot, saveSnapshot } from "./redis-payload.js";
 import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery, SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
@@ -53,23 +53,24 @@ export class RedisSessionStore implements SessionStore {
   }
 
   /**
-   * Save or Create in one operation: a payload over 1 MiB is staged in
-   * chunks first (redis-payload.ts), then one recorded script writes the
-   * snapshot (publishing the chunks), its List entry, metadata row and
-   * lineage records together.
+   * Save or Create in one operation: the projection is computed first; a
+   * payload over 1 MiB is then staged in chunks (redis-payload.ts), then one
+   * recorded script writes the snapshot (publishing the chunks), its List
+   * entry, metadata row and lineage records together.
    */
-  private async put(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection, mode: "save" | "create"): Promise<boolean> {
+  private async put(sessionId: string, snapshot: StoredSnapshot, source: ProjectionSource, mode: "save" | "create"): Promise<boolean> {
+    const projection = projectionOnce(source)();
     const config = await this.meta.config();
     const op = this.ops.begin();
     const write = this.meta.write(config, sessionId, projection, op.id);
     return (await saveSnapshot(op, this.ops, this.keys, write, { sessionId, format: snapshot.format, payload: toBuffer(snapshot.payload), mode })) === 1;
   }
 
-  async save(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<void> {
+  async save(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<void> {
     await this.put(sessionId, snapshot, projection, "save");
   }
 
-  create(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<boolean> {
+  create(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<boolean> {
     return this.put(sessionId, snapshot, projection, "create");
   }
 
