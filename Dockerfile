@@ -45,6 +45,9 @@ RUN npm run build \
 
 # --- runtime: production dependencies, the compiled code, a non-root user ---
 FROM ${NODE_IMAGE}
+# After a burst of large calls glibc keeps the memory their HTTP/2 chunks took (reused by
+# the next burst). `-e MALLOC_MMAP_THRESHOLD_=16384` gives it back to the kernel for about
+# 1.5x the CPU per large call; it is not set here (README "Serving", bench/RESULTS.md).
 ENV NODE_ENV=production \
     MECATL_DRIVERS_TARGET=127.0.0.1:50051
 WORKDIR /app

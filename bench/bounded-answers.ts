@@ -84,13 +84,14 @@ async function seedRedis(redis: Redis, n: number, sessions: number): Promise<voi
       const { doc, state, due } = storedSchedule(i);
       p.hset(keys.schedule(doc.name), { ver: "1", spec: doc.specText, owned: "0", max_fires: "0", state });
       p.sadd(baselineNameIndex, doc.name);
-      p.zadd(keys.scheduleIndex(), 0, doc.name);
-      if (due !== undefined) p.zadd(keys.scheduleDueIndex(), due.toString(), doc.name);
+      const part = keys.layout.partitionOf(doc.name);
+      p.zadd(keys.scheduleIndex(part), 0, doc.name);
+      if (due !== undefined) p.zadd(keys.scheduleDueIndex(part), due.toString(), doc.name);
     }
     for (let i = from; i < Math.min(from + 2000, sessions); i++) {
       const us = Date.now() * 1000 + i;
       p.hset(keys.snapshot(sessionId(i)), { format: "sessnap-json/1", payload, modified_us: String(us) });
-      p.zadd(keys.sessionIndex(), us, sessionId(i));
+      p.zadd(keys.sessionIndexOf(sessionId(i)), us, sessionId(i));
     }
     for (const [err] of (await p.exec()) ?? []) if (err) throw err;
   }

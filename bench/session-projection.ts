@@ -16,23 +16,44 @@
  *    prompt), the worst case: every message is walked;
  *  - `JSON.parse` of the payload, the naive alternative, for scale;
  *  - one durable Save of the payload through the driver (gRPC, SQLite file
- *    and spawned Redis), which includes the projection.
- * Figures are medians of repeated runs; compare them as ratios.
+ *    and spawned Redis), which includes the projection;
+ *  - what the projection adds to a Save: the same payload saved through a
+ *    session store opened in this process (its own SQLite file, its own
+ *    Redis key prefix), three ways, in rotating order: with the projection
+ *    handed to the store as a function (this build's Save: on SQLite a
+ *    staged payload is projected while its first chunk is written), with
+ *    the projection computed first and then handed over (the Save before
+ *    issue 12's overlap), and with it precomputed outside the timing (a
+ *    Save without projection). The added cost is the median of each
+ *    round's difference to the precomputed Save.
+ * Figures are medians of repeated runs; compare them as ratios. With
+ * `--baseline` (another build's dist/services/session-store/projection.js,
+ * e.g. main's, built as bench/RESULTS.md says) both projections run
+ * interleaved in the same loop, their results must be equal, and a second
+ * table compares their CPU time (process CPU time, which the load of other
+ * processes sways less than the wall clock).
  *
- * Run: npx tsc -p tsconfig.json && node dist/bench/session-projection.js [saves-per-target]
+ * Run: npx tsc -p tsconfig.json && node dist/bench/session-projection.js [saves-per-target] [--baseline projection.js]
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { isDeepStrictEqual, parseArgs } from "node:util";
 import { SessionStoreService } from "../gen/mecatl/driver/v1/session_store_pb.js";
 import { projectSnapshot } from "../services/session-store/projection.js";
+import { closeBackend, openBackend } from "../services/storage/backend.js";
+import { openSessionStore } from "../services/session-store/open.js";
 import { startServer } from "../test/helpers/server.js";
 import { spawnRedis } from "../test/helpers/redis-server.js";
 import { rawGrpcClient, rawUnary } from "../test/helpers/raw-grpc.js";
 import { sessnapObject } from "../test/helpers/sessnap.js";
 import { fmt, quantile } from "./lib/measure.js";
 
-const SAVES = Number(process.argv[2] ?? 10);
+const { values: opts, positionals } = parseArgs({ options: { baseline: { type: "string" } }, allowPositionals: true });
+const SAVES = Number(positionals[0] ?? 10);
+type Project = typeof projectSnapshot;
+const baseline = opts.baseline === undefined ? undefined : ((await import(pathToFileURL(resolve(opts.baseline)).href)) as { projectSnapshot: Project }).projectSnapshot;
 const TARGET_BYTES = 16 * 1024 * 1024;
 
 const CODE = 'function f(x) {\n  return "quoted \\"text\\"" + x; // with a backslash \\\\ and a tab\t\n}\n';
@@ -94,14 +115,22 @@ async function timed(fn: () => unknown): Promise<number> {
   return Number(process.hrtime.bigint() - t) / 1e6;
 }
 
+/** Milliseconds of this process's CPU time (user and system) one synchronous call of `fn` takes: less swayed by other processes' load than the wall clock. */
+function cpuTimed(fn: () => unknown): number {
+  const t = process.cpuUsage();
+  fn();
+  const d = process.cpuUsage(t);
+  return (d.user + d.system) / 1000;
+}
+
 const median = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.5);
 
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), "mecatl-bench-"));
   const redis = await spawnRedis();
   const targets = [
-    { name: "sqlite", server: await startServer(["session-store", "--store", `sqlite:${join(dir, "driver.sqlite")}`, "--log-level", "warn"]) },
-    { name: "redis", server: await startServer(["session-store", "--store", redis.url, "--log-level", "warn"]) },
+    { name: "sqlite", server: await startServer(["session-store", "--store", `sqlite:${join(dir, "driver.sqlite")}`, "--log-level", "warn"]), backend: await openBackend({ store: `sqlite:${join(dir, "in-process.sqlite")}` }) },
+    { name: "redis", server: await startServer(["session-store", "--store", redis.url, "--log-level", "warn"]), backend: await openBackend({ store: redis.url, redisKeyPrefix: "bench-in-process:" }) },
   ];
   const shapes = [
     { shape: "transcript, code-dense", active: transcript(true, "dense"), draft: transcript(false, "dense") },
@@ -109,33 +138,92 @@ async function main() {
     { shape: "media", active: media(), draft: media().slice(0, 12).concat([{ role: "user", text: `[conversation compacted] ${"x".repeat(TARGET_BYTES - 8192)}` }]) },
   ];
   const lines: string[] = [];
+  const cpuLines: string[] = [];
+  const addedLines: string[] = [];
   for (const s of shapes) {
     const id = `bench-${s.shape.replace(/\W+/g, "-")}`;
     const active = payloadOf(id, s.active);
     const draft = payloadOf(id, s.draft);
+    // CPU time of each projection, both backends' rounds together (the projection does not depend on the backend).
+    const cpu = { given: [] as number[], derived: [] as number[], baseGiven: [] as number[], baseDerived: [] as number[] };
+    const project = (into: { wall: number[]; cpu: number[] }, fn: () => unknown) => {
+      const t = process.hrtime.bigint();
+      into.cpu.push(cpuTimed(fn));
+      into.wall.push(Number(process.hrtime.bigint() - t) / 1e6);
+    };
     for (const t of targets) {
       const client = rawGrpcClient(SessionStoreService, t.server.address);
+      const store = openSessionStore(t.backend);
+      await store.open();
+      const snapshot = { format: "sessnap-json/1", payload: active };
+      const precomputed = projectSnapshot(id, active, "active");
+      const storeSaves = [
+        { into: "inside" as const, save: () => store.save(id, snapshot, () => projectSnapshot(id, active, "active")) },
+        { into: "first" as const, save: () => store.save(id, snapshot, projectSnapshot(id, active, "active")) },
+        { into: "none" as const, save: () => store.save(id, snapshot, precomputed) },
+      ];
+      const added = { inside: [] as number[], first: [] as number[], none: [] as number[] };
       const save = () => rawUnary(client, SessionStoreService.method.save, { sessionId: id, snapshot: { format: "sessnap-json/1", payload: active }, activityState: "active" });
       await save();
+      if (baseline !== undefined) {
+        for (const [payload, activity] of [[active, "active"], [draft, ""]] as const) {
+          if (!isDeepStrictEqual(baseline(id, payload, activity), projectSnapshot(id, payload, activity))) throw new Error(`${s.shape}: the baseline projects differently`);
+        }
+      }
       // Interleaved, so that load drifting on a shared machine falls on every figure alike.
-      const m = { save: [] as number[], given: [] as number[], derived: [] as number[], parse: [] as number[] };
+      const m = { save: [] as number[], given: [] as number[], derived: [] as number[], baseGiven: [] as number[], baseDerived: [] as number[], parse: [] as number[] };
       for (let i = 0; i < SAVES; i++) {
-        m.given.push(await timed(() => projectSnapshot(id, active, "active")));
-        m.derived.push(await timed(() => projectSnapshot(id, draft, "")));
+        if (baseline !== undefined) project({ wall: m.baseGiven, cpu: cpu.baseGiven }, () => baseline(id, active, "active"));
+        project({ wall: m.given, cpu: cpu.given }, () => projectSnapshot(id, active, "active"));
+        if (baseline !== undefined) project({ wall: m.baseDerived, cpu: cpu.baseDerived }, () => baseline(id, draft, ""));
+        project({ wall: m.derived, cpu: cpu.derived }, () => projectSnapshot(id, draft, ""));
         m.parse.push(await timed(() => JSON.parse(active.toString("utf8"))));
         m.save.push(await timed(save));
+        for (let k = 0; k < storeSaves.length; k++) {
+          const v = storeSaves[(i + k) % storeSaves.length]!;
+          added[v.into].push(await timed(v.save));
+        }
       }
+      // Each round's own difference, so that load drifting between rounds cancels out.
+      const over = (xs: number[]) => median(xs.map((x, i) => x - added.none[i]!));
+      const [none, inside, first] = [median(added.none), over(added.inside), over(added.first)];
+      // The fastest of each: the Save least disturbed by other processes.
+      const [minNone, minInside, minFirst] = [Math.min(...added.none), Math.min(...added.inside), Math.min(...added.first)];
+      process.stderr.write(`${s.shape} on ${t.name}: store Save ${fmt(none)} ms without projection; projection adds ${fmt(first)} ms computed first, ${fmt(inside)} ms inside the Save (fastest: ${fmt(minNone)}, +${fmt(minFirst - minNone)}, +${fmt(minInside - minNone)})\n`);
+      const pct = (x: number, of: number) => `${fmt((x / of) * 100, 2)}%`;
+      addedLines.push(
+        `| ${s.shape} | ${t.name} | ${fmt(none)} | ${fmt(first)} | ${pct(first, none)} | ${fmt(inside)} | ${pct(inside, none)} | ${fmt(minNone)} | ${fmt(minFirst - minNone)} | ${pct(minFirst - minNone, minNone)} | ${fmt(minInside - minNone)} | ${pct(minInside - minNone, minNone)} |`,
+      );
       const [sv, gv, dv, pv] = [median(m.save), median(m.given), median(m.derived), median(m.parse)];
-      process.stderr.write(`${s.shape} on ${t.name}: Save ${fmt(sv)} ms, projection ${fmt(gv)} ms (derived ${fmt(dv)} ms), JSON.parse ${fmt(pv)} ms\n`);
-      lines.push(`| ${s.shape} | ${(active.length / 1048576).toFixed(1)} | ${t.name} | ${fmt(sv)} | ${fmt(gv)} | ${fmt((gv / sv) * 100, 2)}% | ${fmt(dv)} | ${fmt((dv / sv) * 100, 2)}% | ${fmt(pv)} |`);
+      const base = (xs: number[]) => (xs.length === 0 ? "–" : fmt(median(xs)));
+      process.stderr.write(`${s.shape} on ${t.name}: Save ${fmt(sv)} ms, projection ${fmt(gv)} ms (baseline ${base(m.baseGiven)}; derived ${fmt(dv)} ms, baseline ${base(m.baseDerived)}), JSON.parse ${fmt(pv)} ms\n`);
+      lines.push(
+        `| ${s.shape} | ${(active.length / 1048576).toFixed(1)} | ${t.name} | ${fmt(sv)} | ${base(m.baseGiven)} | ${fmt(gv)} | ${fmt((gv / sv) * 100, 2)}% | ${base(m.baseDerived)} | ${fmt(dv)} | ${fmt((dv / sv) * 100, 2)}% | ${fmt(pv)} |`,
+      );
+    }
+    if (baseline !== undefined) {
+      const [bg, g, bd, d] = [median(cpu.baseGiven), median(cpu.given), median(cpu.baseDerived), median(cpu.derived)];
+      cpuLines.push(`| ${s.shape} | ${fmt(bg)} | ${fmt(g)} | ${fmt(bg / g, 2)}× | ${fmt(bd)} | ${fmt(d)} | ${fmt(bd / d, 2)}× |`);
     }
   }
-  for (const t of targets) await t.server.stop();
+  for (const t of targets) {
+    await t.server.stop();
+    await closeBackend(t.backend);
+  }
   await redis.stop();
   rmSync(dir, { recursive: true, force: true });
-  console.log("| payload | MiB | backend | Save p50 ms | projection ms (activity sent) | ÷ Save | projection ms (draft, derived) | ÷ Save | JSON.parse ms |");
-  console.log("|---|---:|---|---:|---:|---:|---:|---:|---:|");
+  console.log("| payload | MiB | backend | Save p50 ms | activity sent: baseline ms | this build ms | ÷ Save | draft, derived: baseline ms | this build ms | ÷ Save | JSON.parse ms |");
+  console.log("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const l of lines) console.log(l);
+  console.log("\nWhat the projection (activity sent) adds to a Save through an in-process store: medians of each round's difference to the same Save with the projection precomputed, then the same for the fastest Save of each kind:\n");
+  console.log("| payload | backend | Save, precomputed p50 ms | projected first: adds ms | ÷ Save | projected inside the Save: adds ms | ÷ Save | fastest Save, precomputed ms | first: adds ms | ÷ Save | inside: adds ms | ÷ Save |");
+  console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  for (const l of addedLines) console.log(l);
+  if (cpuLines.length === 0) return;
+  console.log("\nCPU time of the projection (medians over both backends' rounds):\n");
+  console.log("| payload | activity sent: baseline CPU ms | this build CPU ms | speed-up | draft, derived: baseline CPU ms | this build CPU ms | speed-up |");
+  console.log("|---|---:|---:|---:|---:|---:|---:|");
+  for (const l of cpuLines) console.log(l);
 }
 
 await main();

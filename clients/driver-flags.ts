@@ -85,7 +85,7 @@ export function driverClientOptions(flags: DriverFlags): DriverClientOptions {
   ];
   if (flags.driverTls !== true) {
     const given = tlsFiles.filter(([, v]) => v !== undefined).map(([f]) => f);
-    if (given.length > 0) throw new DriverConfigError(`${given.join(", ")} require --driver-tls`);
+    if (given.length > 0) throw new DriverConfigError(`${given.join(", ")} ${given.length === 1 ? "requires" : "require"} --driver-tls`);
   }
   if ((flags.driverTlsCert === undefined) !== (flags.driverTlsKey === undefined)) {
     throw new DriverConfigError("--driver-tls-cert and --driver-tls-key go together; give both or neither");

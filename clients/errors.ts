@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+import { tlsHandshakeProblem } from "./tls-errors.js";
 
 /**
  * The ErrorInfo domain the clients trust (wire-contract.md section 3.7): a
@@ -257,6 +258,8 @@ function brokenTransport(ce: ConnectError): boolean {
  * - when the caller's `signal` is aborted, its reason (an AbortError or
  *   TimeoutError), never an infrastructure error (section 1);
  * - our own typed errors pass through;
+ * - a failed TLS handshake is UNAVAILABLE, with a message naming the TLS
+ *   problem and its fix (tls-errors.ts), as grpc-go reports it;
  * - a connection or stream that broke under the call is UNAVAILABLE
  *   ({@link brokenTransport});
  * - a ConnectError goes through `map`, then UNIMPLEMENTED becomes
@@ -267,7 +270,13 @@ export function classify(err: unknown, operation: string, signal: AbortSignal | 
   if (signal?.aborted) return toAbortReason(signal);
   if (err instanceof DriverError) return err;
   const raw = ConnectError.from(err);
-  const ce = brokenTransport(raw) ? new ConnectError(raw.rawMessage, Code.Unavailable, raw.metadata, undefined, raw) : raw;
+  const tls = tlsHandshakeProblem(err);
+  const ce =
+    tls !== undefined
+      ? new ConnectError(tls, Code.Unavailable, raw.metadata, undefined, raw)
+      : brokenTransport(raw)
+        ? new ConnectError(raw.rawMessage, Code.Unavailable, raw.metadata, undefined, raw)
+        : raw;
   const reason = trustedReason(ce);
   const mapped = map?.(ce, reason);
   if (mapped !== undefined) return mapped;

@@ -102,22 +102,19 @@ function notFoundAsSession(sessionId: string, operation: string) {
 /**
  * Decodes a Load payload enough to apply the harness's mis-keyed driver guard
  * (section 2.3): it must be a JSON object whose `id` is the requested session
- * id. The payload itself is returned untouched; callers decode it as they
- * need.
+ * id. The payload itself is not changed; callers decode it as they need.
  *
- * @throws InvalidDriverResponseError when the payload is not a JSON object or names another id.
+ * @returns what is wrong (not JSON, or another id), or undefined.
  */
-function checkSnapshotPayload(sessionId: string, payload: Uint8Array, operation: string): void {
+function snapshotPayloadProblem(sessionId: string, payload: Uint8Array): string | undefined {
   let decoded: unknown;
   try {
     decoded = JSON.parse(Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength).toString("utf8"));
-  } catch (err) {
-    throw new InvalidDriverResponseError(`snapshot payload of session ${JSON.stringify(sessionId)} is not JSON`, operation, { cause: err });
+  } catch {
+    return `snapshot payload of session ${JSON.stringify(sessionId)} is not JSON`;
   }
   const id = typeof decoded === "object" && decoded !== null ? (decoded as { id?: unknown }).id : undefined;
-  if (id !== sessionId) {
-    throw new InvalidDriverResponseError(`asked for session ${JSON.stringify(sessionId)} but the snapshot is of ${JSON.stringify(id)}`, operation);
-  }
+  return id === sessionId ? undefined : `asked for session ${JSON.stringify(sessionId)} but the snapshot is of ${JSON.stringify(id)}`;
 }
 
 /**
@@ -219,16 +216,36 @@ export class SessionStoreClient {
    *   belongs to another session id.
    */
   async load(sessionId: string, options?: CallOptions): Promise<StoredSnapshot> {
+    const snapshot = await this.loadUnchecked(sessionId, options);
+    const problem = SessionStoreClient.snapshotProblem(sessionId, snapshot);
+    if (problem !== undefined) throw new InvalidDriverResponseError(problem, `${SERVICE}/Load`);
+    return snapshot;
+  }
+
+  /**
+   * The latest snapshot of `sessionId` exactly as the driver answered it,
+   * without the harness's format and mis-keyed-payload guards of
+   * {@link load}: for operator tools that must show (or save) what is stored
+   * even when the harness would refuse to load it.
+   *
+   * @throws SessionNotFoundError naming the id on NOT_FOUND;
+   *   InvalidDriverResponseError when the answer holds no snapshot at all.
+   */
+  async loadUnchecked(sessionId: string, options?: CallOptions): Promise<StoredSnapshot> {
     const operation = `${SERVICE}/Load`;
     requireText(operation, "session id", sessionId);
     const res = await unaryCall(operation, options, (o) => this.rpc.load({ sessionId }, o), notFoundAsSession(sessionId, operation));
-    const snapshot = res.snapshot;
-    if (snapshot === undefined) throw new InvalidDriverResponseError("no snapshot in the response", operation);
-    if (snapshot.format !== SNAPSHOT_FORMAT) {
-      throw new InvalidDriverResponseError(`snapshot of session ${JSON.stringify(sessionId)} has unknown format ${JSON.stringify(snapshot.format)}`, operation);
-    }
-    checkSnapshotPayload(sessionId, snapshot.payload, operation);
-    return { format: snapshot.format, payload: snapshot.payload };
+    if (res.snapshot === undefined) throw new InvalidDriverResponseError("no snapshot in the response", operation);
+    return { format: res.snapshot.format, payload: res.snapshot.payload };
+  }
+
+  /**
+   * Why {@link load} would refuse `snapshot` as the snapshot of `sessionId`
+   * (the harness's guards of section 2.3), or undefined when it would not.
+   */
+  static snapshotProblem(sessionId: string, snapshot: StoredSnapshot): string | undefined {
+    if (snapshot.format !== SNAPSHOT_FORMAT) return `snapshot of session ${JSON.stringify(sessionId)} has unknown format ${JSON.stringify(snapshot.format)}`;
+    return snapshotPayloadProblem(sessionId, snapshot.payload);
   }
 
   /**

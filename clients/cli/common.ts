@@ -2,7 +2,9 @@ import { Command, InvalidArgumentError } from "commander";
 import { addDriverOptions, driverClientOptions, TARGET_ENV, URL_FLAG_KEYS, type DriverFlags, type UrlFlag } from "../driver-flags.js";
 import { openDriverClients, type DriverClients } from "../factory.js";
 import { parseRfc3339 } from "../time.js";
-import { printJson, UsageError } from "./output.js";
+import { readFileSync, writeFileSync } from "node:fs";
+import { idProblem } from "../../common/id-rules.js";
+import { EXIT_FAILURE, printable, printJson, UsageError } from "./output.js";
 
 /** Flags every operator command has: the driver flags plus `--json`. */
 export interface CommonFlags extends DriverFlags {
@@ -39,17 +41,90 @@ export async function withClients<T>(flags: DriverFlags, url: UrlFlag, fn: (clie
 }
 
 /**
- * Runs `fn` for each id in turn on one connection, then reports
- * `<verb> <id>` per line, or `{"<verb>": [ids]}` with `--json`.
+ * Reads the whole file a flag names (`-` for stdin).
  *
- * @throws what {@link withClients} or `fn` throws (ids before the failing one were done).
+ * @throws UsageError (exit status 2) naming the flag and the path when it
+ *   cannot be read (missing, a directory, no permission).
  */
-export async function forEachId(ids: string[], flags: CommonFlags, url: UrlFlag, verb: string, fn: (clients: DriverClients, id: string) => Promise<void>): Promise<void> {
+export function readFileFlag(flag: string, file: string): Buffer {
+  try {
+    return readFileSync(file === "-" ? 0 : file);
+  } catch (err) {
+    const reason = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message;
+    throw new UsageError(`cannot read ${flag} ${file === "-" ? "- (stdin)" : file}: ${reason}`);
+  }
+}
+
+/**
+ * Writes `bytes` to the file a flag names, creating or replacing it.
+ *
+ * @throws UsageError (exit status 2) naming the flag and the path when it
+ *   cannot be written.
+ */
+export function writeFileFlag(flag: string, file: string, bytes: Uint8Array): void {
+  try {
+    writeFileSync(file, bytes);
+  } catch (err) {
+    throw new UsageError(`cannot write ${flag} ${file}: ${(err as Error).message}`);
+  }
+}
+
+/** What a multi-id command calls its ids and what it does to them, for its messages. */
+export interface IdLabels {
+  /** The id's name in messages, singular: `session id`, `schedule name`. */
+  noun: string;
+  /** Past participle printed per id done: `deleted`, `disabled`. */
+  verb: string;
+}
+
+/**
+ * Checks every id a command was given before any is sent (the services'
+ * own rule, common/id-rules.ts), so one malformed id never leaves the others
+ * half applied.
+ *
+ * @throws UsageError (exit 2) naming the first malformed id by position, and
+ *   saying that nothing was done.
+ */
+export function checkIds(ids: string[], labels: IdLabels): void {
+  for (const [i, id] of ids.entries()) {
+    const problem = idProblem(id);
+    if (problem !== undefined) throw new UsageError(`${labels.noun} ${i + 1} of ${ids.length} (${JSON.stringify(id.length > 40 ? `${id.slice(0, 40)}...` : id)}) ${problem}; nothing was ${labels.verb}`);
+  }
+}
+
+/**
+ * Checks every id ({@link checkIds}), then runs `fn` for each in turn on one
+ * connection. An id the driver refuses or fails (not found, unavailable...)
+ * is reported and the next one is still tried, so the report says exactly
+ * what was done: `<verb> <id>` per id done on stdout (JSON: one object
+ * `{"<verb>": [ids], "failed": [{"id", "error"}]}`), then, when any failed,
+ * `mecatl-drivers: <id>: <error>` per failure and one summary line on
+ * stderr, and exit status 1.
+ *
+ * @throws UsageError for a malformed id (nothing sent); what
+ *   {@link withClients} throws before the first call (missing target, bad
+ *   TLS files).
+ */
+export async function forEachId(ids: string[], flags: CommonFlags, url: UrlFlag, labels: IdLabels, fn: (clients: DriverClients, id: string) => Promise<void>): Promise<void> {
+  checkIds(ids, labels);
+  const done: string[] = [];
+  const failed: Array<{ id: string; error: string }> = [];
   await withClients(flags, url, async (c) => {
-    for (const id of ids) await fn(c, id);
+    for (const id of ids) {
+      try {
+        await fn(c, id);
+        done.push(id);
+        if (!flags.json) process.stdout.write(`${labels.verb} ${printable(id)}\n`);
+      } catch (err) {
+        failed.push({ id, error: err instanceof Error ? err.message : String(err) });
+      }
+    }
   });
-  if (flags.json) printJson({ [verb]: ids });
-  else for (const id of ids) process.stdout.write(`${verb} ${id}\n`);
+  if (flags.json) printJson({ [labels.verb]: done, failed });
+  if (failed.length === 0) return;
+  for (const f of failed) process.stderr.write(`mecatl-drivers: ${printable(f.id)}: ${f.error}\n`);
+  process.stderr.write(`mecatl-drivers: ${done.length} of ${ids.length} ${labels.verb}; not ${labels.verb}: ${failed.map((f) => printable(f.id)).join(", ")}\n`);
+  process.exitCode = EXIT_FAILURE;
 }
 
 /** Commander parser for a whole number ≥ 0. */

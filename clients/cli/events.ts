@@ -1,9 +1,9 @@
 import { Command } from "commander";
-import { readFileSync } from "node:fs";
 import type { CursorRecord, EventLogClient } from "../event-log-client.js";
 import { tailCursor } from "../event-log-tail.js";
-import { leafCommand, parseCount, withClients, type CommonFlags } from "./common.js";
-import { action, printJsonLine, UsageError } from "./output.js";
+import { idProblem } from "../../common/id-rules.js";
+import { leafCommand, parseCount, readFileFlag, withClients, type CommonFlags } from "./common.js";
+import { action, EXIT_FAILURE, printJsonLine, UsageError } from "./output.js";
 
 interface ReadFlags extends CommonFlags {
   cursor?: string;
@@ -104,6 +104,48 @@ async function printLastByScanning(log: EventLogClient, sessionId: string, last:
   return cursor;
 }
 
+/** One event `events append` will send, and where it came from (for messages). */
+interface EventToAppend {
+  /** `the event argument`, or `--file F line N`. */
+  where: string;
+  text: string;
+}
+
+/**
+ * Checks that `text` is one JSON object, as a harness event is
+ * (wire-contract.md section 3.4: `eventlog-json/1`).
+ *
+ * @throws UsageError naming `where`, saying that nothing was appended.
+ */
+function checkedEvent(where: string, text: string): EventToAppend {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`${where} is not JSON (${(err as Error).message}); nothing was appended`);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new UsageError(`${where} is not a JSON object; nothing was appended`);
+  return { where, text };
+}
+
+/**
+ * Every non-blank line of `file` (`-` for stdin) as one event, each checked
+ * before any is sent, so a bad line never leaves the ones before it appended.
+ *
+ * @throws UsageError (exit 2) naming the file and the first bad line (counted
+ *   from 1, blank lines included), or when the file cannot be read or holds
+ *   no event.
+ */
+function eventsOfFile(file: string): EventToAppend[] {
+  const name = file === "-" ? "stdin" : `--file ${file}`;
+  const events: EventToAppend[] = [];
+  for (const [i, line] of readFileFlag("--file", file).toString("utf8").split("\n").entries()) {
+    if (line.trim() !== "") events.push(checkedEvent(`${name} line ${i + 1}`, line));
+  }
+  if (events.length === 0) throw new UsageError(`${name} holds no event (one JSON object per line); nothing was appended`);
+  return events;
+}
+
 function readOptions(cmd: Command): Command {
   return cmd
     .argument("<session-id>", "the session whose log to read")
@@ -153,21 +195,39 @@ export function eventsCommand(): Command {
   );
 
   events.addCommand(
-    leafCommand("append", "append events to a session's log: one JSON object as an argument, or one per line from --file; prints the cursor after each", "event-log")
+    leafCommand("append", "append events to a session's log: one JSON object as an argument, or one per line from --file; every one is checked before the first is sent; prints the cursor after the last", "event-log")
       .argument("<session-id>", "the session whose log to append to")
       .argument("[event]", "the event, a JSON object such as '{\"type\":\"note\",\"text\":\"hi\"}'")
       .option("--file <path>", "append every line of this file (- for stdin) as one event, in order; blank lines are skipped")
       .action(
         action(async (sessionId: string, event: string | undefined, flags: CommonFlags & { file?: string }) => {
           if ((event === undefined) === (flags.file === undefined)) throw new UsageError("give the event as an argument or --file, not both and not neither");
-          const payloads = event !== undefined ? [event] : readFileSync(flags.file === "-" ? 0 : flags.file!, "utf8").split("\n").filter((l) => l.trim() !== "");
-          const cursors = await withClients(flags, "event-log", async (c) => {
-            const out: string[] = [];
-            for (const p of payloads) out.push(await c.eventLog!.append(sessionId, p));
-            return out;
+          const problem = idProblem(sessionId);
+          if (problem !== undefined) throw new UsageError(`session id ${problem}; nothing was appended`);
+          const events = event !== undefined ? [checkedEvent("the event argument", event)] : eventsOfFile(flags.file!);
+          const cursors: string[] = [];
+          let failure: { at: number; error: unknown } | undefined;
+          await withClients(flags, "event-log", async (c) => {
+            for (const [at, e] of events.entries()) {
+              try {
+                cursors.push(await c.eventLog!.append(sessionId, e.text));
+              } catch (error) {
+                // Later events are not sent: appending them would put them before the one that failed.
+                failure = { at, error };
+                break;
+              }
+            }
           });
           if (flags.json) for (const cursor of cursors) printJsonLine({ cursor });
-          else process.stdout.write(`appended ${cursors.length} event(s) to ${sessionId}; resume after them with --cursor ${cursors.at(-1)}\n`);
+          else if (cursors.length > 0) process.stdout.write(`appended ${cursors.length} event(s) to ${sessionId}; resume after them with --cursor ${cursors.at(-1)}\n`);
+          if (failure === undefined) return;
+          if (event !== undefined) throw failure.error;
+          const { at, error } = failure;
+          const rest = events.length - at - 1;
+          process.stderr.write(
+            `mecatl-drivers: ${events[at]!.where}: ${error instanceof Error ? error.message : String(error)}; ${cursors.length} of ${events.length} event(s) appended (the ones before it)${rest > 0 ? `; the ${rest} after it were not sent` : ""}\n`,
+          );
+          process.exitCode = EXIT_FAILURE;
         }),
       ),
   );

@@ -24,21 +24,40 @@ export function printJsonLine(value: unknown): void {
   process.stdout.write(`${toJson(value)}\n`);
 }
 
-/** Writes a plain, borderless table with a header row; empty cells print as `-`. */
+/** C0 and C1 control characters, DEL, and the Unicode bidirectional overrides and isolates (which reorder what a terminal shows). */
+const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * `text` with every control character escaped (`\n`, `\r`, `\t`, else
+ * `\xHH` or `\u{HHHH}`), so a stored id can neither break a table row nor
+ * send escape sequences to the operator's terminal. Other text, backslashes
+ * included, is unchanged; `--json` output carries the exact value.
+ */
+export function printable(text: string): string {
+  return text.replace(UNPRINTABLE, (c) => {
+    if (c === "\n") return "\\n";
+    if (c === "\r") return "\\r";
+    if (c === "\t") return "\\t";
+    const code = c.codePointAt(0)!;
+    return code <= 0xff ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u{${code.toString(16)}}`;
+  });
+}
+
+/** Writes a plain, borderless table with a header row; empty cells print as `-`, control characters escaped ({@link printable}). */
 export function printTable(head: string[], rows: Array<Array<string | number | bigint | boolean | undefined>>): void {
   const t = new Table({
     head,
     chars: { top: "", "top-mid": "", "top-left": "", "top-right": "", bottom: "", "bottom-mid": "", "bottom-left": "", "bottom-right": "", left: "", "left-mid": "", mid: "", "mid-mid": "", right: "", "right-mid": "", middle: "  " },
     style: { head: [], border: [], "padding-left": 0, "padding-right": 0 },
   });
-  for (const r of rows) t.push(r.map((c) => (c === undefined || c === "" ? "-" : String(c))));
+  for (const r of rows) t.push(r.map((c) => (c === undefined || c === "" ? "-" : printable(String(c)))));
   process.stdout.write(`${t.toString()}\n`);
 }
 
-/** Writes `key  value` pairs as a two-column table. */
+/** Writes `key  value` pairs as a two-column table, control characters escaped ({@link printable}). */
 export function printFields(fields: Array<[string, string | number | bigint | boolean | undefined]>): void {
   const width = Math.max(...fields.map(([k]) => k.length));
-  for (const [k, v] of fields) process.stdout.write(`${k.padEnd(width)}  ${v === undefined || v === "" ? "-" : String(v)}\n`);
+  for (const [k, v] of fields) process.stdout.write(`${k.padEnd(width)}  ${v === undefined || v === "" ? "-" : printable(String(v))}\n`);
 }
 
 /**

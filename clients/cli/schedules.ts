@@ -119,14 +119,14 @@ export function schedulesCommand(): Command {
     schedules.addCommand(
       leafCommand(enabled ? "enable" : "disable", enabled ? "let schedules fire again when due (SetScheduleEnabled)" : "stop schedules from firing, keeping them and their fires (SetScheduleEnabled)", "schedule-store")
         .argument("<name...>", "the schedule names")
-        .action(action((names: string[], flags: CommonFlags) => forEachId(names, flags, "schedule-store", enabled ? "enabled" : "disabled", (c, name) => c.scheduleStore!.setScheduleEnabled(name, enabled)))),
+        .action(action((names: string[], flags: CommonFlags) => forEachId(names, flags, "schedule-store", { noun: "schedule name", verb: enabled ? "enabled" : "disabled" }, (c, name) => c.scheduleStore!.setScheduleEnabled(name, enabled)))),
     );
   }
 
   schedules.addCommand(
     leafCommand("delete", "delete schedules (DeleteSchedule; idempotent: an unknown name is not an error); refused while an owned-placement deletion is pending", "schedule-store")
       .argument("<name...>", "the schedule names")
-      .action(action((names: string[], flags: CommonFlags) => forEachId(names, flags, "schedule-store", "deleted", (c, name) => c.scheduleStore!.deleteSchedule(name)))),
+      .action(action((names: string[], flags: CommonFlags) => forEachId(names, flags, "schedule-store", { noun: "schedule name", verb: "deleted" }, (c, name) => c.scheduleStore!.deleteSchedule(name)))),
   );
   return schedules;
 }

@@ -1,11 +1,11 @@
 import { Command, InvalidArgumentError } from "commander";
-import { readFileSync } from "node:fs";
 import type { SessionLineageEntry, SessionMetadataEntry } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { formatNanos, optionalNanos } from "../time.js";
-import { MetadataCursorRestartError, type MetadataCursor, type SessionStoreClient } from "../session-store-client.js";
+import { MetadataCursorRestartError, SessionStoreClient, type MetadataCursor } from "../session-store-client.js";
 import { MAX_LINEAGE_RECORDS } from "../session-store-checks.js";
+import { SessionNotFoundError } from "../errors.js";
 import { incarnationOfSnapshot } from "../session-incarnation.js";
-import { forEachId, leafCommand, parseCount, withClients, type CommonFlags } from "./common.js";
+import { forEachId, leafCommand, parseCount, readFileFlag, withClients, writeFileFlag, type CommonFlags } from "./common.js";
 import { action, printFields, printJson, printTable, UsageError } from "./output.js";
 
 /** A few top-level facts of a `sessnap-json/1` payload worth showing an operator; absent keys are left out. */
@@ -19,6 +19,16 @@ function summary(snapshot: Record<string, unknown>): Array<[string, string | num
     ["created at", text("created_at")],
     ["messages", Array.isArray(snapshot.messages) ? snapshot.messages.length : undefined],
   ];
+}
+
+/** The payload decoded as a JSON object, or undefined when it is not one. */
+function jsonObject(payload: Uint8Array): Record<string, unknown> | undefined {
+  try {
+    const v: unknown = JSON.parse(Buffer.from(payload).toString("utf8"));
+    return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** How many times `sessions list` starts its walk again when the sessions change under it. */
@@ -50,12 +60,7 @@ interface OwnerListFlags extends CommonFlags {
  *   object, or carries another id.
  */
 function snapshotFromFile(sessionId: string, file: string): Uint8Array {
-  let bytes: Buffer;
-  try {
-    bytes = readFileSync(file === "-" ? 0 : file);
-  } catch (err) {
-    throw new UsageError(`cannot read --file ${file}: ${(err as Error).message}`);
-  }
+  const bytes = readFileFlag("--file", file);
   let decoded: unknown;
   try {
     decoded = JSON.parse(bytes.toString("utf8"));
@@ -124,6 +129,19 @@ function relation(r: SessionLineageEntry, root: string): string {
   return "";
 }
 
+/**
+ * Adds to a Load NOT_FOUND of `sessions lineage` how to read the lineage of
+ * a deleted session: its records outlive it (wire-contract.md section 2.5,
+ * ReadLineage), but its incarnation must then be given.
+ *
+ * @throws always: `err`, or a SessionNotFoundError whose message carries the hint.
+ */
+function lineageHint(err: unknown): never {
+  if (!(err instanceof SessionNotFoundError)) throw err;
+  err.message += "; for a deleted session give its incarnation with --incarnation INC (shown as INCARNATION by `sessions lineage` of its parent or origin)";
+  throw err;
+}
+
 interface LineageFlags extends CommonFlags {
   incarnation?: string;
   limit: number;
@@ -140,13 +158,16 @@ export function sessionsCommand(): Command {
 
   sessions.addCommand(
     leafCommand("list", "list stored sessions, most recently saved first; with --owner-issuer/--owner-subject, one owner's sessions with their metadata (PageMetadata)", "session-store")
-      .option("--owner-issuer <issuer>", "list only sessions of this owner (with --owner-subject), page by page")
-      .option("--owner-subject <subject>", "list only sessions of this owner (with --owner-issuer), page by page")
+      .option("--owner-issuer <issuer>", "list only sessions of this owner, page by page; requires --owner-subject")
+      .option("--owner-subject <subject>", "list only sessions of this owner, page by page; requires --owner-issuer")
       .option("--page-size <n>", "rows per PageMetadata call", parsePositive, 100)
       .option("--limit <n>", "show only the n most recently saved (0: all)", parseCount, 0)
       .action(
         action(async (flags: OwnerListFlags) => {
-          if (flags.ownerIssuer !== undefined || flags.ownerSubject !== undefined) {
+          if ((flags.ownerIssuer === undefined) !== (flags.ownerSubject === undefined)) {
+            throw new UsageError("--owner-issuer and --owner-subject go together: an owner is the pair (give \"\" for an empty part)");
+          }
+          if (flags.ownerIssuer !== undefined) {
             const { rows, total } = await withClients(flags, "session-store", (c) => ownerRows(c.sessionStore!, flags));
             if (flags.json) {
               printJson({ totalCount: total, sessions: rows.map(metadataJson) });
@@ -175,22 +196,28 @@ export function sessionsCommand(): Command {
   );
 
   sessions.addCommand(
-    leafCommand("get", "show one session's snapshot: a summary, --json for all of it, --payload for the raw bytes", "session-store")
+    leafCommand("get", "show one session's snapshot: a summary, --json for all of it, --payload or --out for the stored bytes", "session-store")
       .argument("<session-id>", "the session to load")
-      .option("--payload", "write the snapshot payload verbatim to stdout")
+      .option("--payload", "write the snapshot payload verbatim to stdout, whatever it holds")
+      .option("--out <file>", "write the snapshot payload verbatim to this file (created or replaced) instead of showing it")
       .action(
-        action(async (sessionId: string, flags: CommonFlags & { payload?: boolean }) => {
-          const snap = await withClients(flags, "session-store", (c) => c.sessionStore!.load(sessionId));
+        action(async (sessionId: string, flags: CommonFlags & { payload?: boolean; out?: string }) => {
+          // Unchecked: an operator must see, and be able to save, even a payload the harness would refuse.
+          const snap = await withClients(flags, "session-store", (c) => c.sessionStore!.loadUnchecked(sessionId));
+          if (flags.out !== undefined) {
+            writeFileFlag("--out", flags.out, snap.payload);
+            process.stderr.write(`wrote ${snap.payload.byteLength} bytes of ${sessionId} to ${flags.out}\n`);
+            return;
+          }
           if (flags.payload) {
             process.stdout.write(snap.payload);
             return;
           }
-          const decoded = JSON.parse(Buffer.from(snap.payload).toString("utf8")) as Record<string, unknown>;
-          if (flags.json) {
-            printJson({ sessionId, format: snap.format, bytes: snap.payload.byteLength, snapshot: decoded });
-            return;
-          }
-          printFields([["session", sessionId], ["format", snap.format], ["bytes", snap.payload.byteLength], ...summary(decoded).filter(([, v]) => v !== undefined)]);
+          const problem = SessionStoreClient.snapshotProblem(sessionId, snap);
+          const decoded = jsonObject(snap.payload);
+          if (flags.json) printJson({ sessionId, format: snap.format, bytes: snap.payload.byteLength, snapshot: decoded ?? null, ...(problem === undefined ? {} : { problem }) });
+          else printFields([["session", sessionId], ["format", snap.format], ["bytes", snap.payload.byteLength], ...(decoded === undefined ? [] : summary(decoded).filter(([, v]) => v !== undefined))]);
+          if (problem !== undefined) process.stderr.write(`mecatl-drivers: the harness would refuse to load this snapshot: ${problem}; --payload or --out writes its bytes as stored\n`);
         }),
       ),
   );
@@ -221,7 +248,7 @@ export function sessionsCommand(): Command {
       "session-store",
     )
       .argument("<session-id...>", "the sessions to delete")
-      .action(action((ids: string[], flags: CommonFlags) => forEachId(ids, flags, "session-store", "deleted", (c, id) => c.sessionStore!.delete(id)))),
+      .action(action((ids: string[], flags: CommonFlags) => forEachId(ids, flags, "session-store", { noun: "session id", verb: "deleted" }, (c, id) => c.sessionStore!.delete(id)))),
   );
   sessions.addCommand(
     leafCommand("lineage", "show a session's lineage: its own records (tombstones included) and the sessions directly related to one incarnation (ReadLineage)", "session-store")
@@ -235,7 +262,7 @@ export function sessionsCommand(): Command {
           if ((flags.record === undefined) !== (flags.recordIncarnation === undefined)) throw new UsageError("--record and --record-incarnation go together");
           const { records, truncated } = await withClients(flags, "session-store", async (c) => {
             const store = c.sessionStore!;
-            const rootIncarnation = flags.incarnation ?? incarnationOfSnapshot(root, (await store.load(root)).payload);
+            const rootIncarnation = flags.incarnation ?? incarnationOfSnapshot(root, (await store.load(root).catch(lineageHint)).payload);
             const record = flags.record === undefined ? undefined : { sessionId: flags.record, incarnation: flags.recordIncarnation! };
             return store.readLineage({ rootSessionId: root, rootIncarnation, limit: flags.limit, record });
           });

@@ -1,8 +1,9 @@
-import type { Redis } from "ioredis";
+import { connectRedisClient, isRedisStoreUrl, type RedisClient } from "../storage/redis-client.js";
 import type { BackendOptions } from "../storage/backend.js";
-import { DEFAULT_REDIS_KEY_PREFIX } from "../storage/backend.js";
-import { connectRedis, StartupError } from "../storage/redis-connection.js";
-import { RedisKeys } from "../storage/redis-keys.js";
+import { DEFAULT_REDIS_KEY_PREFIX, KNOWN_STORES } from "../storage/backend.js";
+import { StartupError } from "../storage/redis-connection.js";
+import type { RedisKeys } from "../storage/redis-keys.js";
+import { openRedisStore } from "../storage/redis-store.js";
 import { RedisOperations } from "../storage/redis-operation.js";
 import { SqliteDatabase } from "../storage/sqlite-database.js";
 import { checkSqlitePath, parseSqliteStoreUrl } from "../storage/sqlite-path.js";
@@ -116,13 +117,19 @@ async function openSqlite(store: string, role: "source" | "target"): Promise<Cop
 async function openRedis(options: CopyEndpointOptions, role: "source" | "target"): Promise<CopyEndpoint> {
   // A source is only read: its durability does not matter. A target must be as durable as `serve` requires (or relaxed, when asked).
   const durability = role === "source" ? "relaxed" : (options.redis.durability ?? "strict");
-  const redis: Redis = await connectRedis({ ...options.redis, durability, url: options.store, storeTimeoutMs: COPY_STORE_TIMEOUT_MS });
+  const redis: RedisClient = await connectRedisClient({ ...options.redis, durability, url: options.store, storeTimeoutMs: COPY_STORE_TIMEOUT_MS });
   const prefix = options.redisKeyPrefix ?? DEFAULT_REDIS_KEY_PREFIX;
-  const keys = new RedisKeys(prefix);
+  let keys: RedisKeys;
+  try {
+    keys = await openRedisStore(redis, { prefix, storeTimeoutMs: COPY_STORE_TIMEOUT_MS, mode: role === "source" ? "read" : "serve" });
+  } catch (err) {
+    redis.disconnect();
+    throw err;
+  }
   const ops = new RedisOperations(redis, COPY_STORE_TIMEOUT_MS);
   const sessions = new RedisSessionCopy(ops, keys);
   const schedules = new RedisScheduleCopy(ops, keys);
-  const progressKey = `${keys.base}copy-progress`;
+  const progressKey = keys.copyProgress();
   return {
     description: `${options.store} (key prefix ${JSON.stringify(prefix)})`,
     kinds: {
@@ -153,6 +160,6 @@ async function openRedis(options: CopyEndpointOptions, role: "source" | "target"
  */
 export function openCopyEndpoint(options: CopyEndpointOptions, role: "source" | "target"): Promise<CopyEndpoint> {
   if (options.store.startsWith("sqlite:")) return openSqlite(options.store, role);
-  if (options.store.startsWith("redis://") || options.store.startsWith("rediss://")) return openRedis(options, role);
-  return Promise.reject(new StartupError(`--store ${JSON.stringify(options.store)} is not a known store; use sqlite:PATH, redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]`));
+  if (isRedisStoreUrl(options.store)) return openRedis(options, role);
+  return Promise.reject(new StartupError(`--store ${JSON.stringify(options.store)} is not a known store; ${KNOWN_STORES.replace("sqlite::memory:, ", "")}`));
 }

@@ -5,9 +5,24 @@ import type { ChangeHint, EventLogStore, LogPage } from "./store.js";
 export interface FollowLimits {
   /** Most open follow streams (`--max-followers`); past it, `follow_capacity`. */
   maxFollowers: number;
-  /** Most records a live follower may fall behind the tail (`--follow-buffer`); past it, `follow_lagging`. */
+  /**
+   * Most records a live follower may fall behind the tail (`--follow-buffer`)
+   * before it must keep up: past it, a follower that receives nothing for
+   * `followStallMs` ends with `follow_lagging`.
+   */
   followBuffer: number;
+  /**
+   * Milliseconds a live follower more than `followBuffer` records behind may
+   * go without a record delivered before it is cut off (`--follow-stall`,
+   * default {@link DEFAULT_FOLLOW_STALL_MS}). A follower that keeps reading
+   * through a burst is never cut: it holds no queue (it re-reads the store),
+   * so lag alone costs nothing; only a stalled reader holds a slot for nothing.
+   */
+  followStallMs?: number;
 }
+
+/** Default of {@link FollowLimits.followStallMs}: 2 s. */
+export const DEFAULT_FOLLOW_STALL_MS = 2000;
 
 /** A gauge the hub moves up and down (a prom-client Gauge fits). */
 export interface FollowerGauge {
@@ -82,7 +97,7 @@ export class FollowHub {
     }
     this.open++;
     this.gauges?.open.inc();
-    const follower = new Follower(this, sessionId, this.limits.followBuffer, this.gauges);
+    const follower = new Follower(this, sessionId, this.limits.followBuffer, this.limits.followStallMs ?? DEFAULT_FOLLOW_STALL_MS, this.gauges);
     let set = this.bySession.get(sessionId);
     if (set === undefined) this.bySession.set(sessionId, (set = new Set()));
     set.add(follower);
@@ -141,7 +156,7 @@ export class FollowHub {
  * busy is never lost: the next {@link wait} returns at once.
  */
 export class Follower {
-  /** Position of the last record delivered (0 = none). */
+  /** Position of the last record delivered (0 = none); set through {@link delivered}. */
   position = 0;
   /** Generation of the log being followed, once known. */
   generation: string | undefined;
@@ -153,13 +168,26 @@ export class Follower {
   private lagged = false;
   private released = false;
   private wake: (() => void) | undefined;
+  /** `performance.now()` when the last record was delivered (or the follower was admitted). */
+  private progressAt = performance.now();
+  /** Longest log length hinted so far in the followed generation. */
+  private tail = 0;
+  /** Pending re-check of a follower found behind: it is cut if it delivered nothing meanwhile. */
+  private stallTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly hub: FollowHub,
     readonly sessionId: string,
     private readonly followBuffer: number,
+    private readonly followStallMs: number,
     private readonly gauges?: FollowerGauges,
   ) {}
+
+  /** Records that the record at `position` was handed to the stream: the follower is making progress. */
+  delivered(position: number): void {
+    this.position = position;
+    this.progressAt = performance.now();
+  }
 
   /** Reads the page after `afterPosition` through the hub's shared reads. */
   read(afterPosition: number, maxRecords: number): Promise<LogPage | undefined> {
@@ -169,26 +197,50 @@ export class Follower {
   /**
    * A change of the followed session. A hint that proves nothing new for this
    * follower (same generation, length not beyond its position) is ignored. A
-   * live follower whose position is more than `followBuffer` records behind
-   * the hinted length is marked lagging and gives up its slot at once; its
-   * reader then ends with `follow_lagging`.
+   * live follower more than `followBuffer` records behind the hinted length
+   * is checked for a stall ({@link checkStall}).
    */
   notify(hint: ChangeHint): void {
     if (hint !== undefined && this.generation !== undefined && hint.generation === this.generation) {
       if (hint.length <= this.position) return;
-      if (this.live && hint.length - this.position > this.followBuffer) {
-        this.lagged = true;
-        this.release();
-      }
+      this.tail = Math.max(this.tail, hint.length);
+      if (this.live) this.checkStall();
     }
     this.dirty = true;
     this.wake?.();
   }
 
+  /**
+   * Cuts the follower off (it gives up its slot at once; its reader then ends
+   * with `follow_lagging`) when it is more than `followBuffer` records behind
+   * the tail and has delivered nothing for `followStallMs`; while it is behind
+   * but was delivering recently, checks again when that time is up, so a
+   * reader that stops during a burst is cut even if no append follows.
+   */
+  private checkStall(): void {
+    if (this.released || this.tail - this.position <= this.followBuffer) return;
+    const idleMs = performance.now() - this.progressAt;
+    if (idleMs >= this.followStallMs) {
+      this.lagged = true;
+      this.release();
+      this.wake?.();
+      return;
+    }
+    if (this.stallTimer !== undefined) return;
+    this.stallTimer = setTimeout(() => {
+      this.stallTimer = undefined;
+      this.checkStall();
+    }, this.followStallMs - idleMs + 1);
+    this.stallTimer.unref();
+  }
+
   /** @throws LogError `follow_lagging` once the follower was cut off for falling behind. */
   throwIfLagged(): void {
     if (this.lagged) {
-      throw new LogError("follow_lagging", `the follower fell more than ${this.followBuffer} records behind the log (--follow-buffer); resume from the last cursor`);
+      throw new LogError(
+        "follow_lagging",
+        `the follower fell more than ${this.followBuffer} records behind the log (--follow-buffer) and read nothing for ${this.followStallMs} ms (--follow-stall); resume from the last cursor`,
+      );
     }
   }
 
@@ -226,6 +278,7 @@ export class Follower {
   release(): void {
     if (this.released) return;
     this.released = true;
+    clearTimeout(this.stallTimer);
     this.hub.remove(this);
   }
 }

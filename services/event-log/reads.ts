@@ -68,7 +68,7 @@ export async function* readAfter(store: EventLogStore, hub: FollowHub, q: ReadAf
         follower?.throwIfLagged();
         yield { record, cursor: encodeCursor(q.sessionId, generation!, record.position), live };
         position = record.position;
-        if (follower !== undefined) follower.position = position;
+        follower?.delivered(position);
         if (--remaining === 0) return;
       }
       if (page !== undefined && position < page.length) continue;

@@ -60,7 +60,7 @@ export class RedisEventLogCopy implements KindStore<EventLogChunk> {
   }
 
   ids(): Promise<string[]> {
-    return scanIds(this.ops, `${this.keys.base}session:{`, "}:events:meta");
+    return scanIds(this.ops, this.keys.base, "session", ":events:meta");
   }
 
   read(requests: readonly { id: string; after: number }[]) {

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import { isCluster, type RedisClient } from "../storage/redis-client.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import type { ChangeFeed, ChangeHint } from "./store.js";
 
@@ -27,13 +27,13 @@ interface Watch {
  * follower is woken to re-check.
  */
 export class RedisChangeFeed implements ChangeFeed {
-  private sub: Redis | undefined;
+  private sub: RedisClient | undefined;
   private readonly watches = new Map<string, Watch>();
   private change: (sessionId: string, hint: ChangeHint) => void = () => undefined;
   private changeAll: () => void = () => undefined;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
   ) {}
 
@@ -72,11 +72,14 @@ export class RedisChangeFeed implements ChangeFeed {
     this.watches.clear();
   }
 
-  private subscriber(): Redis {
+  private subscriber(): RedisClient {
     if (this.sub !== undefined) return this.sub;
     // Unlike the command connection (storage/redis-connection.ts), the subscriber
-    // queues its SUBSCRIBEs until it is connected: they are idempotent.
-    const sub = this.redis.duplicate({ enableAutoPipelining: false, enableOfflineQueue: true, maxRetriesPerRequest: 1 });
+    // queues its SUBSCRIBEs until it is connected: they are idempotent. On a
+    // cluster, PUBLISH reaches every node, so one subscriber connection to any
+    // node hears every session's channel.
+    const options = { enableAutoPipelining: false, enableOfflineQueue: true };
+    const sub = isCluster(this.redis) ? this.redis.duplicate([], options) : this.redis.duplicate({ ...options, maxRetriesPerRequest: 1 });
     sub.on("error", () => undefined); // reconnects are handled below; health watches the main connection
     sub.on("message", (channel: string, message: string) => {
       const w = this.watches.get(channel);

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../storage/redis-client.js";
 import { randomBytes } from "node:crypto";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { RedisOperations } from "../storage/redis-operation.js";
@@ -101,7 +101,7 @@ export class RedisEventLogStore implements EventLogStore {
 
   /** @param storeTimeoutMs `--store-timeout` in milliseconds. */
   constructor(
-    redis: Redis,
+    redis: RedisClient,
     private readonly keys: RedisKeys,
     storeTimeoutMs: number,
   ) {

@@ -138,7 +138,7 @@ function readPage(db: Database.Database, a: { sessionId: string; afterPosition: 
 
 /**
  * Removes a session's event log inside the session-delete transaction (pushed
- * onto the session store's delete hooks, DESIGN.md "Event log"): deletes the
+ * onto the session store's delete hooks, docs/DESIGN.md "Event log"): deletes the
  * records, clears the generation so the next append mints a new one (every
  * old cursor then expires), and bumps the stamp so other processes' pollers
  * see the change.

@@ -29,7 +29,7 @@ export interface LogPage {
   records: StoredRecord[];
 }
 
-/** Records per storage page (DESIGN.md principle 5: reads never load a whole log). */
+/** Records per storage page (docs/DESIGN.md principle 5: reads never load a whole log). */
 export const PAGE_RECORDS = 256;
 
 /**
@@ -48,7 +48,7 @@ export type ChangeHint = { generation: string | null; length: number } | undefin
 /**
  * Tells one process that logs changed, for follow wake-ups. One feed serves
  * every follower of the process and holds at most one backend connection of
- * its own (DESIGN.md "Backends": a follower must not hold a connection).
+ * its own (docs/DESIGN.md "Backends": a follower must not hold a connection).
  */
 export interface ChangeFeed {
   /**

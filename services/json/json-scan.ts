@@ -5,17 +5,17 @@
  * {@link scanDocumentObject}) serves callers that hold text.
  *
  * - The schedule store uses it to keep a schedule's `Spec` object as the exact
- *   text the client sent (wire-contract.md section 5.4; DESIGN.md principle 3)
+ *   text the client sent (wire-contract.md section 5.4; docs/DESIGN.md principle 3)
  *   while reading and rewriting only the keys it owns.
  * - The session store uses the byte functions to project a `sessnap-json/1`
  *   payload (spec/session-metadata.md section 1; issue 12): it reads a handful
  *   of top-level members and skims the rest, `messages` included. In skim mode
- *   string contents are jumped over with a native byte search instead of
- *   being checked byte by byte, which is what keeps projecting a 16 MiB
- *   snapshot cheap; the structure (brackets, commas, colons, numbers,
- *   literals, string ends) is still checked. Pass a `Buffer` (a view of the
- *   bytes, no copy) for that speed: a plain `Uint8Array`'s `indexOf` is a
- *   much slower loop.
+ *   string contents are not checked: only quotes are looked for, four bytes
+ *   at a time and with the native byte search over long runs, which is what
+ *   keeps projecting a 16 MiB snapshot cheap; the structure (brackets,
+ *   commas, colons, numbers, literals, string ends) is still checked. Pass a
+ *   `Buffer` (a view of the bytes, no copy) for that speed: a plain
+ *   `Uint8Array`'s `indexOf` is a much slower loop.
  *
  * The grammar is RFC 8259, as Go's `encoding/json` accepts it: no comments,
  * no trailing commas, no leading byte-order mark, control characters only as
@@ -71,16 +71,16 @@ export type StringMode = "strict" | "skim";
 /** What a walk visitor ({@link forEachMemberBytes}, {@link forEachElementBytes}) returns to end the walk early. */
 export const STOP_WALK = -1;
 
-const OBJECT = 1;
-const ARRAY = 2;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
+/** The index of the first byte at or after `i` that is not JSON white space (space, tab, line feed, carriage return). */
 function skipSpace(b: Uint8Array, i: number): number {
   for (;;) {
-    const c = b[i];
-    if (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) i++;
-    else return i;
+    const c = b[i]!;
+    // One comparison for the usual case: no white space at all.
+    if (c > 0x20 || (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d)) return i;
+    i++;
   }
 }
 
@@ -92,28 +92,90 @@ function isHex(c: number | undefined): boolean {
   return c !== undefined && (isDigit(c) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66));
 }
 
-/** Bytes of a string looked at in JavaScript before handing the search to the native byte search (whose call costs more than a short loop). */
-const SHORT_STRING = 32;
+/**
+ * Flags the quote bytes of the 32-bit little-endian word `w`: bit 7 of each
+ * byte of the result is set where that byte of `w` is a quote. With `x` zero
+ * exactly where `w` holds a quote, `(x & 0x7f) + 0x7f` sets a byte's bit 7
+ * unless its low seven bits are zero and or-ing `x` sets it unless bit 7 was
+ * set too; no carry crosses a byte, so every flag is exact.
+ */
+function quoteFlags(w: number): number {
+  const x = w ^ 0x22222222;
+  return ~(((x & 0x7f7f7f7f) + 0x7f7f7f7f) | x | 0x7f7f7f7f);
+}
+
+/**
+ * Four-byte words read in JavaScript before the search hands over to the
+ * native byte search: one native call costs about as much as a dozen words,
+ * and most gaps between quotes are short (tool-call arguments and code carry
+ * an escaped quote every few bytes), while long ones (prose, base64) are worth
+ * the call. Measured on the benchmark's payloads (bench/RESULTS.md).
+ */
+const NEAR_WORDS = 3;
+
+/** The bytes being skimmed and a little-endian word view of them (see {@link wordView}). */
+let viewedBytes: Uint8Array | undefined;
+let viewedWords: DataView | undefined;
+
+/**
+ * A `DataView` over `b` to read four bytes at once, kept for the buffer last
+ * skimmed: a skim asks for it once per string, and building one costs more
+ * than a short string's whole search. The cache lives until the current job
+ * ends (a microtask forgets it), so it never keeps a payload alive.
+ */
+function wordView(b: Uint8Array): DataView {
+  if (b !== viewedBytes) {
+    if (viewedBytes === undefined) queueMicrotask(() => (viewedBytes = viewedWords = undefined));
+    viewedBytes = b;
+    viewedWords = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  }
+  return viewedWords!;
+}
+
+/** True when the quote at `q` is escaped: an odd run of backslashes precedes it. */
+function escapedQuote(b: Uint8Array, q: number): boolean {
+  if (b[q - 1] !== BACKSLASH) return false;
+  let slashes = 1;
+  while (b[q - 1 - slashes] === BACKSLASH) slashes++;
+  return slashes % 2 === 1;
+}
 
 /**
  * The end of the string whose opening quote is at `i`: the next quote not
- * escaped (preceded by an even run of backslashes). Each search looks a few
- * bytes ahead in JavaScript first, since strings and the gaps between escaped
- * quotes are mostly short, then hands over to the native byte search.
+ * escaped. Only quotes are looked for, four bytes at a time, and the native
+ * search takes over after {@link NEAR_WORDS} words without one; the
+ * backslashes before a quote are counted only when the byte before it is one.
  */
 function skimString(b: Uint8Array, i: number): number {
-  let from = i + 1;
-  for (;;) {
-    const near = Math.min(b.length, from + SHORT_STRING);
-    let q = from;
-    while (q < near && b[q] !== QUOTE) q++;
-    if (q === near) q = b.indexOf(QUOTE, near);
-    if (q < 0) throw new JsonSyntaxError("unterminated string", b.length);
-    let slashes = 0;
-    while (b[q - 1 - slashes] === BACKSLASH) slashes++;
-    if (slashes % 2 === 0) return q + 1;
-    from = q + 1;
+  const words = wordView(b);
+  const lastWord = b.length - 4;
+  let p = i + 1;
+  let plainWords = 0;
+  while (p <= lastWord) {
+    let flags = quoteFlags(words.getInt32(p, true));
+    if (flags === 0) {
+      p += 4;
+      if (++plainWords === NEAR_WORDS) {
+        const q = b.indexOf(QUOTE, p);
+        if (q < 0) throw new JsonSyntaxError("unterminated string", b.length);
+        if (!escapedQuote(b, q)) return q + 1;
+        p = q + 1;
+        plainWords = 0;
+      }
+      continue;
+    }
+    // The flags lowest first are the quotes in byte order (little-endian: byte p is bits 0-7).
+    do {
+      const lowest = flags & -flags;
+      const q = p + ((31 - Math.clz32(lowest)) >> 3);
+      if (!escapedQuote(b, q)) return q + 1;
+      flags ^= lowest;
+    } while (flags !== 0);
+    p += 4;
+    plainWords = 0;
   }
+  for (; p < b.length; p++) if (b[p] === QUOTE && !escapedQuote(b, p)) return p + 1;
+  throw new JsonSyntaxError("unterminated string", b.length);
 }
 
 /** Checks a string literal byte by byte starting at its opening quote; returns the index after the closing quote. */
@@ -172,11 +234,16 @@ function scanLiteral(b: Uint8Array, i: number, word: string): number {
   return i + word.length;
 }
 
-/** Scans `"key" :` starting at the quote; returns the index after the colon. */
-function scanKeyColon(b: Uint8Array, i: number, mode: StringMode): number {
-  i = skipSpace(b, scanString(b, i, mode));
+/** Scans the `:` after an object key that ends at `keyEnd`; returns the index of the value (white space skipped). */
+function afterColon(b: Uint8Array, keyEnd: number): number {
+  const i = skipSpace(b, keyEnd);
   if (b[i] !== 0x3a) throw new JsonSyntaxError("expected ':' after object key", i);
   return skipSpace(b, i + 1);
+}
+
+/** Scans `"key" :` starting at the quote; returns the index of the value (white space skipped). */
+function scanKeyColon(b: Uint8Array, i: number, mode: StringMode): number {
+  return afterColon(b, scanString(b, i, mode));
 }
 
 /** Scans one scalar (string, number, literal) at `i` (no leading space); returns the index after it. */
@@ -204,42 +271,37 @@ function scanScalar(b: Uint8Array, i: number, mode: StringMode): number {
 export function scanValueBytes(b: Uint8Array, i: number, outerDepth = 0, mode: StringMode = "strict"): number {
   i = skipSpace(b, i);
   if (b[i] !== 0x7b && b[i] !== 0x5b) return scanScalar(b, i, mode);
-  const stack: number[] = [];
+  // The closing byte of each open container, innermost last.
+  const closers: number[] = [];
   for (;;) {
-    i = skipSpace(b, i);
     const c = b[i];
-    let opened = false;
     if (c === 0x7b || c === 0x5b) {
-      if (outerDepth + stack.length >= MAX_JSON_DEPTH) throw new JsonSyntaxError(`nested deeper than ${MAX_JSON_DEPTH}`, i);
-      const close = c === 0x7b ? 0x7d : 0x5d;
-      const inner = skipSpace(b, i + 1);
-      if (b[inner] === close) {
-        i = inner + 1;
-      } else {
-        stack.push(c === 0x7b ? OBJECT : ARRAY);
-        i = c === 0x7b ? scanKeyColon(b, inner, mode) : inner;
-        opened = true;
+      if (outerDepth + closers.length >= MAX_JSON_DEPTH) throw new JsonSyntaxError(`nested deeper than ${MAX_JSON_DEPTH}`, i);
+      const close = c + 2; // `{` 0x7b closes with `}` 0x7d, `[` 0x5b with `]` 0x5d
+      i = skipSpace(b, i + 1);
+      if (b[i] !== close) {
+        closers.push(close);
+        if (close === 0x7d) i = scanKeyColon(b, i, mode);
+        continue;
       }
+      i++;
     } else {
       i = scanScalar(b, i, mode);
     }
-    if (opened) continue;
     // A value ended: close finished containers, or move to the next element.
     for (;;) {
-      if (stack.length === 0) return i;
+      const depth = closers.length;
+      if (depth === 0) return i;
       i = skipSpace(b, i);
-      const top = stack[stack.length - 1];
-      const d = b[i];
-      if (d === 0x2c) {
-        i = top === OBJECT ? scanKeyColon(b, skipSpace(b, i + 1), mode) : i + 1;
+      const close = closers[depth - 1]!;
+      if (b[i] === 0x2c) {
+        i = skipSpace(b, i + 1);
+        if (close === 0x7d) i = scanKeyColon(b, i, mode);
         break;
       }
-      if ((top === OBJECT && d === 0x7d) || (top === ARRAY && d === 0x5d)) {
-        stack.pop();
-        i++;
-        continue;
-      }
-      throw new JsonSyntaxError(top === OBJECT ? "expected ',' or '}'" : "expected ',' or ']'", i);
+      if (b[i] !== close) throw new JsonSyntaxError(close === 0x7d ? "expected ',' or '}'" : "expected ',' or ']'", i);
+      closers.pop();
+      i++;
     }
   }
 }
@@ -259,26 +321,33 @@ export function decodeKeyBytes(b: Uint8Array, start: number, end: number): strin
   return plainKey(b, start, end) ? buf.toString("latin1", start + 1, end - 1) : (JSON.parse(buf.toString("utf8", start, end)) as string);
 }
 
-const beyondAscii = new Map<string, boolean>();
-
-/** True when `field` has a letter (`k`, `s`) that a non-ASCII character folds to (U+212A, U+017F). */
-function foldsBeyondAscii(field: string): boolean {
-  let v = beyondAscii.get(field);
-  if (v === undefined) beyondAscii.set(field, (v = /[ks]/i.test(field)));
-  return v;
+/** `c` with an ASCII capital letter lowered. */
+function asciiLower(c: number): number {
+  return c >= 0x41 && c <= 0x5a ? c | 0x20 : c;
 }
 
 /**
- * True when the key literal spanning [start, end) names the Go field `field`
- * (see {@link keyMatches}), compared on the bytes without building the key
- * when it is plain ASCII and `field` has no letter with a non-ASCII fold
- * (`k`, `s`).
+ * Which of the Go fields `fields` (ASCII names) the key literal spanning
+ * [start, end) names (see {@link keyMatches}): the index of the first that
+ * matches, or -1. A key of plain ASCII is compared on its bytes, letters
+ * case-insensitively, which is all the folding does to ASCII; any other key
+ * is decoded first, since an escape or a non-ASCII letter (U+212A folds to
+ * `k`, U+017F to `s`) may still name a field.
  */
-export function keyBytesMatch(b: Uint8Array, start: number, end: number, field: string): boolean {
-  if (!plainKey(b, start, end) || foldsBeyondAscii(field)) return keyMatches(decodeKeyBytes(b, start, end), field);
-  if (end - start - 2 !== field.length) return false;
-  for (let k = 0; k < field.length; k++) if ((b[start + 1 + k]! | 0x20) !== (field.charCodeAt(k) | 0x20)) return false;
-  return true;
+export function matchKeyBytes(b: Uint8Array, start: number, end: number, fields: readonly string[]): number {
+  if (!plainKey(b, start, end)) {
+    const key = decodeKeyBytes(b, start, end);
+    return fields.findIndex((field) => keyMatches(key, field));
+  }
+  const length = end - start - 2;
+  for (let f = 0; f < fields.length; f++) {
+    const field = fields[f]!;
+    if (field.length !== length) continue;
+    let k = 0;
+    while (k < length && asciiLower(b[start + 1 + k]!) === asciiLower(field.charCodeAt(k))) k++;
+    if (k === length) return f;
+  }
+  return -1;
 }
 
 /**
@@ -299,7 +368,7 @@ export function forEachMemberBytes(b: Uint8Array, start: number, visit: (keyStar
   if (b[i] === 0x7d) return i + 1;
   for (;;) {
     const keyEnd = scanString(b, i, "strict");
-    const valueEnd = visit(i, keyEnd, scanKeyColon(b, i, "strict"));
+    const valueEnd = visit(i, keyEnd, afterColon(b, keyEnd));
     if (valueEnd === STOP_WALK) return STOP_WALK;
     i = skipSpace(b, valueEnd);
     const d = b[i];

@@ -1,6 +1,6 @@
 /**
  * RFC 3339 timestamps as integer nanoseconds since the Unix epoch (bigint),
- * the way schedule JSON carries them (wire-contract.md section 5.4; DESIGN.md
+ * the way schedule JSON carries them (wire-contract.md section 5.4; docs/DESIGN.md
  * "Schedule store"). JavaScript `Date` would drop the nanoseconds, so neither
  * direction goes through it.
  */

@@ -96,7 +96,7 @@ function firstProblem(desc: DescMessage, bytes: Uint8Array, prefix: string, what
  * Decodes the request bytes of an RPC whose input is `desc` (protobuf-es
  * binary format). Bytes that are not a valid message are refused with a
  * message naming the field at fault where one is (wire-contract.md section 1
- * requires strings to be UTF-8; DESIGN.md principle 7 requires the field
+ * requires strings to be UTF-8; docs/DESIGN.md principle 7 requires the field
  * named; issue 10, deliverable 5).
  *
  * @throws ConnectError INVALID_ARGUMENT `path: problem` (e.g. `session_id:

@@ -23,7 +23,7 @@ export function errorWithReason(code: Code, reason: string, message: string): Co
 }
 
 /**
- * INVALID_ARGUMENT naming the offending request field (DESIGN.md principle 6).
+ * INVALID_ARGUMENT naming the offending request field (docs/DESIGN.md principle 6).
  *
  * @param field the proto field path, e.g. `snapshot.payload`.
  * @param problem what is wrong with it, e.g. `must not be empty`.

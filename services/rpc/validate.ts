@@ -1,7 +1,7 @@
 import { invalidArgument } from "./errors.js";
+import { idProblem, MAX_ID_BYTES } from "../../common/id-rules.js";
 
-/** Longest accepted id (session id, schedule name, fire id, deletion id), in UTF-8 bytes (DESIGN.md principle 5). */
-export const MAX_ID_BYTES = 16 * 1024;
+export { MAX_ID_BYTES };
 
 /**
  * Checks an id or key field: non-blank (wire-contract.md sections 2.5, 3.4,
@@ -11,8 +11,8 @@ export const MAX_ID_BYTES = 16 * 1024;
  * @returns the value unchanged.
  */
 export function requireId(field: string, value: string, maxBytes = MAX_ID_BYTES): string {
-  requireNonBlank(field, value);
-  if (Buffer.byteLength(value, "utf8") > maxBytes) throw invalidArgument(field, `longer than ${maxBytes} bytes`);
+  const problem = idProblem(value, maxBytes);
+  if (problem !== undefined) throw invalidArgument(field, problem);
   return value;
 }
 

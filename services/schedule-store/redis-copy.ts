@@ -1,4 +1,4 @@
-import type { RedisKeys } from "../storage/redis-keys.js";
+import { fireIndexMember, type RedisKeys } from "../storage/redis-keys.js";
 import type { RedisOperations } from "../storage/redis-operation.js";
 import { redisScript } from "../storage/redis-script.js";
 import { readEach, type KindStore } from "../storage/copy/kind-store.js";
@@ -9,7 +9,8 @@ import { parseFire } from "./schedule.js";
 /**
  * Stores one schedule as given, with its List and Due index entries, for
  * `mecatl-drivers copy`; bumps its commit version (redis.ts).
- * KEYS[1] schedule hash, KEYS[2] List index (sorted set, every score 0), KEYS[3] Due index.
+ * KEYS[1] schedule hash, KEYS[2] its partition of the List index (sorted
+ * set, every score 0), KEYS[3] its partition of the Due index.
  * ARGV[1] name, ARGV[2] spec, ARGV[3] owned (`1`/`0`), ARGV[4] max_fires,
  * ARGV[5] state, ARGV[6] Due score (milliseconds), or empty when it can
  * never be due.
@@ -29,8 +30,9 @@ return op_done(1)
 /**
  * Stores one fire record as given, with its ListFires index entry, for
  * `mecatl-drivers copy`; bumps its commit version.
- * KEYS[1] fire record hash, KEYS[2] the fire-id index of its schedule (sorted set, every score 0).
- * ARGV[1] fire id, ARGV[2] record text.
+ * KEYS[1] fire record hash, KEYS[2] its partition of the ListFires index
+ * (sorted set, every score 0).
+ * ARGV[1] index member (`RedisKeys` fireIndexMember), ARGV[2] record text.
  * Returns 1 (recorded).
  */
 const PUT_FIRE = redisScript({
@@ -70,13 +72,14 @@ export class RedisScheduleCopy {
 
   /** Schedules. */
   readonly schedules: KindStore<ScheduleCopy> = {
-    ids: () => this.ops.read((r) => r.zrange(this.keys.scheduleIndex(), 0, -1)),
+    ids: async () => (await Promise.all(this.keys.layout.all().map((p) => this.ops.read((r) => r.zrange(this.keys.scheduleIndex(p), 0, -1))))).flat(),
     read: (requests) => readEach(requests, (name) => this.readSchedule(name)),
     write: async (records) => {
       await Promise.all(
         records.map((s) => {
           const op = this.ops.begin();
-          const keys = [this.keys.schedule(s.name), this.keys.scheduleIndex(), this.keys.scheduleDueIndex()];
+          const p = this.keys.layout.partitionOf(s.name);
+          const keys = [this.keys.schedule(s.name), this.keys.scheduleIndex(p), this.keys.scheduleDueIndex(p)];
           const args = [s.name, s.spec, s.placementOwned ? "1" : "0", s.maxFires, s.state, copiedDueKey(s)?.toString() ?? ""];
           return op.script(PUT_SCHEDULE, keys, args, op.record(this.keys.scheduleOp(s.name, op.id)));
         }),
@@ -86,14 +89,14 @@ export class RedisScheduleCopy {
 
   /** Fire records. */
   readonly fires: KindStore<FireCopy> = {
-    ids: () => scanIds(this.ops, `${this.keys.base}schedule-fire:{`, "}"),
+    ids: () => scanIds(this.ops, this.keys.base, "fire", ":record"),
     read: (requests) => readEach(requests, (id) => this.readFire(id)),
     write: async (records) => {
       await Promise.all(
         records.map((f) => {
           const op = this.ops.begin();
-          const keys = [this.keys.scheduleFire(f.fireId), this.keys.scheduleFires(f.scheduleName)];
-          return op.script(PUT_FIRE, keys, [f.fireId, f.payload], op.record(this.keys.scheduleOp(f.scheduleName, op.id)));
+          const keys = [this.keys.scheduleFire(f.fireId), this.keys.fireIndexOf(f.fireId)];
+          return op.script(PUT_FIRE, keys, [fireIndexMember(f.scheduleName, f.fireId), f.payload], op.record(this.keys.fireOp(f.fireId, op.id, "copy")));
         }),
       );
     },

@@ -1,7 +1,7 @@
 /**
  * Request checks of the schedule services (wire-contract.md section 5.5 and
  * the validation tables of section 8.14). Every check runs before storage is
- * touched and fails with INVALID_ARGUMENT naming the field (DESIGN.md
+ * touched and fails with INVALID_ARGUMENT naming the field (docs/DESIGN.md
  * principle 6).
  */
 import type { Timestamp } from "@bufbuild/protobuf/wkt";

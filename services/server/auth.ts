@@ -5,8 +5,13 @@ import type { Logger } from "./logger.js";
 /**
  * Bearer tokens accepted by the server, read from `--auth-token-file` (one
  * token per line; blank lines and lines starting with `#` are ignored). The
- * file is re-read when it changes, so tokens rotate without a restart; a
- * re-read that fails keeps the previous set and logs a warning.
+ * file is re-read when it changes, so tokens rotate without a restart. A
+ * re-read that finds no token (the file emptied, or only comments) accepts
+ * none: every call but health is refused until a token is back, so emptying
+ * the file revokes every token at once (issue 14; fail closed). A re-read
+ * that fails (the file missing or unreadable) keeps the previous set, since
+ * it says nothing about which tokens are meant; both are logged as warnings.
+ * At start, a file without a token is an error (most likely a mistake).
  */
 export class TokenFile {
   private digests: Buffer[] = [];
@@ -19,16 +24,19 @@ export class TokenFile {
     logger: Logger,
   ) {
     this.digests = TokenFile.read(path);
+    if (this.digests.length === 0) throw new Error(`--auth-token-file ${path} holds no token`);
     watchFile(path, { interval: 1000 }, () => {
       try {
         this.digests = TokenFile.read(path);
-        logger.info({ tokens: this.digests.length }, "reloaded --auth-token-file");
+        if (this.digests.length > 0) logger.info({ tokens: this.digests.length }, "reloaded --auth-token-file");
+        else logger.warn({ tokens: 0 }, "reloaded --auth-token-file: it holds no token, so every call but health is refused (UNAUTHENTICATED) until it holds one");
       } catch (err) {
         logger.warn({ err: (err as Error).message }, "keeping previous tokens: cannot reload --auth-token-file");
       }
     });
   }
 
+  /** The digests of the tokens in the file (none for a file without one). @throws Error naming the file when it cannot be read. */
   private static read(path: string): Buffer[] {
     let text: string;
     try {
@@ -40,7 +48,6 @@ export class TokenFile {
       .split(/\r?\n/)
       .map((l) => l.trim())
       .filter((l) => l !== "" && !l.startsWith("#"));
-    if (tokens.length === 0) throw new Error(`--auth-token-file ${path} holds no token`);
     return tokens.map(digest);
   }
 

@@ -17,7 +17,7 @@ type GrpcCall = grpc.ServerUnaryCall<Buffer, Buffer> | grpc.ServerWritableStream
 
 /**
  * Mounts a Connect-style service implementation on a grpc-js server
- * (DESIGN.md "Transport": service code is written once as Connect
+ * (docs/DESIGN.md "Transport": service code is written once as Connect
  * `ServiceImpl`s, and grpc-js serves the gRPC protocol).
  *
  * Requests are decoded with protobuf-es inside the handler so that a request

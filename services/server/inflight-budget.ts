@@ -18,7 +18,7 @@ export const HELD_COPIES = 3;
 
 /**
  * The process's memory budget for bytes in flight (`--max-inflight-bytes`,
- * issue 10 deliverable 3; DESIGN.md principle 6): request bytes from the
+ * issue 10 deliverable 3; docs/DESIGN.md principle 6): request bytes from the
  * moment their message starts arriving, and answer bytes from the moment they
  * are encoded, until their call ends, each charged {@link HELD_COPIES} times.
  * A call whose bytes do not fit waits up to `waitMs` for room (first come,

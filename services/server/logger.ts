@@ -3,7 +3,7 @@ import { format } from "node:util";
 import * as grpc from "@grpc/grpc-js";
 
 /**
- * Creates the process logger: one JSON object per line on stderr (DESIGN.md
+ * Creates the process logger: one JSON object per line on stderr (docs/DESIGN.md
  * "Transport"). Payloads and tokens are never passed to it.
  *
  * @param level pino level name (`info` by default, `--log-level`).

@@ -5,7 +5,7 @@ import type { TlsMaterial } from "./tls.js";
 import { STORE_FAILURE_KINDS } from "../storage/store-failure.js";
 
 /**
- * The process's Prometheus metrics (DESIGN.md "Transport"): per-method call
+ * The process's Prometheus metrics (docs/DESIGN.md "Transport"): per-method call
  * counts by status code and latency, backend health and durability mode, store
  * failures by kind, live follow streams, SQLite group-commit sizes and the
  * store's size per kind (issue 14), plus the standard process and Node.js

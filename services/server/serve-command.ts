@@ -7,6 +7,7 @@ import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
 import { DEFAULT_REDIS_KEY_PREFIX, DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
 import { MAX_LEASE_TTL_MS } from "../session-lease/rules.js";
+import { DEFAULT_FOLLOW_STALL_MS } from "../event-log/follow-hub.js";
 import { DEFAULT_FOLLOW_POLL_MS } from "../event-log/sqlite-feed.js";
 import { addStoreOptions, storeBackendOptions, type StoreFlags } from "./store-options.js";
 
@@ -107,7 +108,7 @@ function refuseRedisFlagsForSqlite(f: ServeFlags): void {
     ["--redis-key-prefix", f.redisKeyPrefix !== DEFAULT_REDIS_KEY_PREFIX],
   ];
   const flag = given.find(([, set]) => set)?.[0];
-  if (flag !== undefined) throw new StartupError(`${flag} applies to Redis stores only, and --store is ${JSON.stringify(f.store)}; drop the flag or use a redis:// or rediss:// --store`);
+  if (flag !== undefined) throw new StartupError(`${flag} applies to Redis stores only, and --store is ${JSON.stringify(f.store)}; drop the flag or use a Redis --store (redis://, rediss://, redis+cluster:// or rediss+cluster://)`);
 }
 
 /**
@@ -129,6 +130,7 @@ interface ServeFlags extends StoreFlags {
   leaseTtl: number;
   maxFollowers: number;
   followBuffer: number;
+  followStall: number;
   followPollInterval: number;
   tlsCert?: string;
   tlsKey?: string;
@@ -163,13 +165,14 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
   if ((f.tlsCert === undefined) !== (f.tlsKey === undefined)) throw new StartupError("--tls-cert and --tls-key go together; give both or neither");
   if (f.tlsClientCa !== undefined && f.tlsCert === undefined) throw new StartupError("--tls-client-ca needs --tls-cert and --tls-key");
   refuseRedisFlagsForSqlite(f);
+  const services = resolveServices(serviceArgs);
   refuseSqliteFlagsForRedis(f);
   if ((f.metricsTlsCert === undefined) !== (f.metricsTlsKey === undefined)) throw new StartupError("--metrics-tls-cert and --metrics-tls-key go together; give both or neither");
   if (f.metricsTlsClientCa !== undefined && f.metricsTlsCert === undefined) throw new StartupError("--metrics-tls-client-ca needs --metrics-tls-cert and --metrics-tls-key");
   if (f.metricsTlsCert !== undefined && f.metricsListen === undefined) throw new StartupError("--metrics-tls-cert needs --metrics-listen");
   const store = storeBackendOptions(f);
   return {
-    services: resolveServices(serviceArgs),
+    services,
     listen: f.listen,
     connectListen: f.connectListen,
     insecureListen: f.insecureListen,
@@ -180,7 +183,7 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
     metricsTls: f.metricsTlsCert === undefined ? undefined : { certFile: f.metricsTlsCert, keyFile: f.metricsTlsKey!, clientCaFile: f.metricsTlsClientCa },
     storeSizeIntervalMs: f.storeSizeInterval,
     backend: { ...store, storeTimeoutMs: f.storeTimeout, redis: { ...store.redis, durability: f.redisDurability } },
-    settings: { leaseTtlMs: f.leaseTtl, maxFollowers: f.maxFollowers, followBuffer: f.followBuffer, followPollIntervalMs: f.followPollInterval },
+    settings: { leaseTtlMs: f.leaseTtl, maxFollowers: f.maxFollowers, followBuffer: f.followBuffer, followStallMs: f.followStall, followPollIntervalMs: f.followPollInterval },
     shutdownGraceMs: f.shutdownGrace,
     connections: {
       keepaliveTimeMs: f.keepaliveTime,
@@ -223,7 +226,12 @@ export function serveCommand(): Command {
   return addStoreOptions(command)
     .addOption(new Option("--lease-ttl <duration>", "lifetime of a session lease (at most 365d)").default(30_000, "30s").argParser(parseLeaseTtl))
     .option("--max-followers <n>", "most concurrent ReadAfter follow streams in this process", parsePositiveInt, 4096)
-    .option("--follow-buffer <n>", "records queued for one slow follower before its stream ends with follow_lagging", parsePositiveInt, 1024)
+    .option("--follow-buffer <n>", "records a live follower may fall behind the log; past it, a follower that reads nothing for --follow-stall ends with follow_lagging", parsePositiveInt, 1024)
+    .addOption(
+      new Option("--follow-stall <duration>", "how long a follower more than --follow-buffer records behind may read nothing before its stream ends with follow_lagging (resumable)")
+        .default(DEFAULT_FOLLOW_STALL_MS, "2s")
+        .argParser(parseDuration),
+    )
     .addOption(
       new Option(
         "--follow-poll-interval <duration>",

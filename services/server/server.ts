@@ -1,6 +1,6 @@
 import * as grpc from "@grpc/grpc-js";
-import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
-import { createSecureServer, type Http2SecureServer } from "node:http2";
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http";
+import { createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import { existsSync, lstatSync, unlinkSync } from "node:fs";
 import { connect, type Server as NetServer } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
@@ -19,8 +19,9 @@ import { TokenFile } from "./auth.js";
 import { createLogger, routeProcessOutput, type Logger } from "./logger.js";
 import { parseListenAddress, formatListenAddress, isLocalListenAddress, type ListenAddress } from "./addresses.js";
 import { readTls, type TlsFiles, type TlsMaterial } from "./tls.js";
-import { explainPeerTlsError } from "./tls-peer.js";
-import { grpcSocketServer, peerOf } from "./grpc-listener.js";
+import { logPeerTlsError, notePeers, type FailedTlsSocket } from "./tls-peer.js";
+import { grpcSocketServer } from "./grpc-listener.js";
+import { StartGate } from "./start-gate.js";
 import { tracingSettings } from "./tracing-settings.js";
 import { startTracing } from "./tracing-sdk.js";
 import { SERVICE_MODULES, type MountedService, type ServiceName, type ServiceSettings } from "./service-registry.js";
@@ -105,7 +106,7 @@ export interface RunningServer {
   metricsAddress?: string;
   logger: Logger;
   /**
-   * Graceful stop (DESIGN.md "Transport"): health to NOT_SERVING, stop
+   * Graceful stop (docs/DESIGN.md "Transport"): health to NOT_SERVING, stop
    * accepting, end follow streams with UNAVAILABLE, let unary calls finish
    * within the grace period, then close the backend and export the spans
    * still buffered (within the grace period again).
@@ -121,26 +122,32 @@ function checkCleartext(flag: string, addr: ListenAddress, tls: boolean, insecur
   }
 }
 
-/** Removes a unix socket file left behind by a process that is gone. */
-async function clearStaleSocket(addr: ListenAddress): Promise<void> {
+/**
+ * Removes a unix socket file left behind by a process that is gone.
+ *
+ * @throws StartupError naming `flag` when the path is not a socket, or another
+ *   process is listening on it.
+ */
+async function clearStaleSocket(addr: ListenAddress, flag: string): Promise<void> {
   if (addr.kind !== "unix" || !existsSync(addr.path)) return;
-  if (!lstatSync(addr.path).isSocket()) throw new StartupError(`--listen ${addr.path} exists and is not a socket; remove it or choose another path`);
+  if (!lstatSync(addr.path).isSocket()) throw new StartupError(`${flag} ${addr.path} exists and is not a socket; remove it or choose another path`);
   const alive = await new Promise<boolean>((resolve) => {
     const s = connect(addr.path);
     s.once("connect", () => (s.destroy(), resolve(true)));
     s.once("error", () => resolve(false));
   });
-  if (alive) throw new StartupError(`--listen ${addr.path}: another process is listening on this socket`);
+  if (alive) throw new StartupError(`${flag} ${addr.path}: another process is listening on this socket`);
   unlinkSync(addr.path);
 }
 
 /**
- * Starts `server` listening on `addr`.
+ * Starts `server` listening on `addr`, after clearing a stale unix socket file.
  *
  * @returns the bound address, with the real port when 0 was asked for.
  * @throws StartupError naming `flag` when the address cannot be listened on.
  */
 async function listenOn(server: NetServer, addr: ListenAddress, flag: string): Promise<string> {
+  await clearStaleSocket(addr, flag);
   await new Promise<void>((resolve, reject) => {
     server.once("error", (err) => reject(new StartupError(`cannot listen on ${flag} ${formatListenAddress(addr)}: ${err.message}`)));
     if (addr.kind === "unix") server.listen(addr.path, () => resolve());
@@ -150,39 +157,59 @@ async function listenOn(server: NetServer, addr: ListenAddress, flag: string): P
   return addr.kind === "unix" ? formatListenAddress(addr) : formatListenAddress({ ...addr, port: typeof bound === "object" && bound !== null ? bound.port : addr.port });
 }
 
-async function listenConnect(
-  mounted: MountedService[],
-  addr: ListenAddress,
-  tls: TlsMaterial | undefined,
-  admission: AdmissionOptions,
-  logger: Logger,
-): Promise<{ server: HttpServer | Http2SecureServer; address: string }> {
-  const connectHandler = connectNodeAdapter({
-    readMaxBytes: MAX_MESSAGE_BYTES,
-    writeMaxBytes: MAX_MESSAGE_BYTES,
-    routes: (router) => {
-      for (const m of mounted) router.service(m.desc, m.impl as never);
-    },
-  });
-  const handler = connectAdmission(connectHandler, admission);
+/**
+ * The Connect and gRPC-Web listener, bound before the services exist: its
+ * requests are held by `gate` until {@link ConnectListener.serve} gives it
+ * the services (and `gate` opens).
+ */
+interface ConnectListener {
+  server: HttpServer | Http2SecureServer;
+  address: string;
+  /** Routes requests to `mounted` from now on. */
+  serve(mounted: MountedService[]): void;
+}
+
+async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, admission: AdmissionOptions, gate: StartGate, logger: Logger): Promise<ConnectListener> {
+  let handler: ((req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse) => void) | undefined;
+  const gated = (req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse) =>
+    gate.admit(
+      () => handler!(req, res),
+      () => req.destroy(),
+    );
   const server =
     tls === undefined
-      ? createHttpServer(handler)
-      : createSecureServer({ allowHTTP1: true, cert: tls.cert, key: tls.key, ca: tls.clientCa, requestCert: tls.clientCa !== undefined, rejectUnauthorized: tls.clientCa !== undefined }, handler);
-  server.on("tlsClientError", (err: NodeJS.ErrnoException, socket: { remoteAddress?: string; remotePort?: number }) => {
-    logger.warn({ peer: peerOf(socket), detail: err.code ?? err.message }, `refused a Connect connection: ${explainPeerTlsError(err)}`);
-  });
-  return { server, address: await listenOn(server, addr, "--connect-listen") };
+      ? createHttpServer(gated)
+      : createSecureServer({ allowHTTP1: true, cert: tls.cert, key: tls.key, ca: tls.clientCa, requestCert: tls.clientCa !== undefined, rejectUnauthorized: tls.clientCa !== undefined }, gated);
+  if (tls !== undefined) notePeers(server);
+  server.on("tlsClientError", (err: NodeJS.ErrnoException, socket: FailedTlsSocket) => logPeerTlsError(logger, "Connect", err, socket, server));
+  const address = await listenOn(server, addr, "--connect-listen");
+  return {
+    server,
+    address,
+    serve(mounted) {
+      const connectHandler = connectNodeAdapter({
+        readMaxBytes: MAX_MESSAGE_BYTES,
+        writeMaxBytes: MAX_MESSAGE_BYTES,
+        routes: (router) => {
+          for (const m of mounted) router.service(m.desc, m.impl as never);
+        },
+      });
+      handler = connectAdmission(connectHandler, admission);
+    },
+  };
 }
 
 /**
  * Starts tracing when the `OTEL_*` environment asks for it (tracing-settings.ts),
- * opens the backend, mounts the chosen services and starts the listeners.
+ * binds every listener, then opens the backend, mounts the chosen services
+ * and lets the listeners serve. Binding comes first so that a busy address
+ * or socket path fails the start before the store creates anything on disk
+ * (issue 14); what the listeners accept meanwhile waits (start-gate.ts).
  *
- * @throws StartupError (one line, with a remedy) for a bad address, unreadable
- *   TLS or token file, cleartext on a non-loopback address, a store that
- *   cannot be opened or is not durable, or an `OTEL_*` variable this build
- *   cannot honour.
+ * @throws StartupError (one line, with a remedy) for a bad or busy address,
+ *   unreadable TLS or token file, cleartext on a non-loopback address, a
+ *   store that cannot be opened or is not durable, or an `OTEL_*` variable
+ *   this build cannot honour. Whatever was bound or opened is closed first.
  */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const logger = createLogger(options.logLevel);
@@ -208,55 +235,41 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const tracingWanted = tracingSettings(process.env);
   const tracing = tracingWanted === undefined ? undefined : await startTracing(tracingWanted, logger);
   const metrics = new Metrics();
-  const backend: Backend = await openBackend(options.backend);
-  const durabilityMode = !backend.durable ? (backend.kind === "sqlite" ? "none" : "relaxed") : "full";
-  metrics.durability.set({ mode: durabilityMode }, 1);
-  if (backend.kind === "sqlite") backend.db.on("commit", (writes: number) => metrics.groupCommitWrites.observe(writes));
-  if (durabilityMode !== "full") logger.warn({ store: backend.description, durability: durabilityMode }, "writes are NOT durable: an acknowledged write can be lost");
-
-  const moduleCleanup: Array<() => void | Promise<void>> = [];
-  const ctx = { backend, settings: options.settings, logger, metrics, onClose: (fn: () => void | Promise<void>) => void moduleCleanup.push(fn) };
-  const mounted = (await Promise.all(SERVICE_MODULES.filter((m) => options.services.includes(m.name)).map((m) => m.mount(ctx)))).flat();
-  const health = new HealthState(mounted.map((m) => m.desc.typeName));
-  const instrumented = mounted.map((m) => ({ desc: m.desc, impl: instrument(m.desc, m.impl, { metrics, logger, trace: tracing === undefined ? undefined : { backend: backend.kind } }) }));
-  const withHealth: MountedService[] = [...instrumented, { desc: Health, impl: healthService(health) as unknown as AnyServiceImpl }];
-
   const budget = new InflightBudget(options.maxInflightBytes, INFLIGHT_WAIT_MS, metrics.inflightBytes, { afterBytes: TRIM_AFTER_BYTES, run: memoryTrimmer() });
   const admission: AdmissionOptions = { auth, budget };
   const openStreams = new OpenStreams();
   const grpcServer = new grpc.Server(grpcServerOptions(options.connections, admission));
-  for (const m of withHealth) mountOnGrpc(grpcServer, m.desc, m.impl, openStreams, admission.budget);
+  const probes = healthAddr === undefined ? undefined : new grpc.Server();
+  const gate = new StartGate();
 
   const cleanup: Array<() => unknown> = [];
+  const moduleCleanup: Array<() => void | Promise<void>> = [];
+  let backend: Backend | undefined;
   try {
-    await clearStaleSocket(grpcAddr);
     let grpcListener: NetServer;
     try {
-      grpcListener = grpcSocketServer(grpcServer, tls, logger);
+      grpcListener = grpcSocketServer(grpcServer, tls, logger, gate);
     } catch (err) {
       throw new StartupError(`invalid --tls-cert/--tls-key: ${(err as Error).message}`);
     }
     const stopAccepting = () => grpcListener.listening && grpcListener.close();
     cleanup.push(stopAccepting);
     const address = await listenOn(grpcListener, grpcAddr, "--listen");
-    let connect: { server: HttpServer | Http2SecureServer; address: string } | undefined;
+    let connect: ConnectListener | undefined;
     if (connectAddr !== undefined) {
-      await clearStaleSocket(connectAddr);
-      connect = await listenConnect(withHealth, connectAddr, tls, admission, logger);
-      cleanup.push(() => connect!.server.close());
+      const listening = listenConnect(connectAddr, tls, admission, gate, logger);
+      cleanup.push(() => void listening.then((c) => c.server.close(), () => undefined));
+      connect = await listening;
     }
     let healthAddress: string | undefined;
     if (healthAddr !== undefined) {
-      const probes = new grpc.Server();
-      mountOnGrpc(probes, Health, healthService(health) as unknown as AnyServiceImpl, openStreams, admission.budget);
-      await clearStaleSocket(healthAddr);
       // Always cleartext: Kubernetes' native gRPC probes cannot speak TLS.
-      const probeListener = grpcSocketServer(probes, undefined, logger);
-      healthAddress = await listenOn(probeListener, healthAddr, "--health-listen");
+      const probeListener = grpcSocketServer(probes!, undefined, logger, gate);
       cleanup.push(() => {
         if (probeListener.listening) probeListener.close();
-        probes.forceShutdown();
+        probes!.forceShutdown();
       });
+      healthAddress = await listenOn(probeListener, healthAddr, "--health-listen");
     }
     let metricsAddress: string | undefined;
     if (metricsAddr?.kind === "tcp") {
@@ -265,30 +278,47 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       });
       metricsAddress = formatListenAddress({ ...metricsAddr, port: m.port });
       cleanup.push(() => m.server.close());
-      if ((options.storeSizeIntervalMs ?? 0) > 0) {
-        const stop = await refreshStoreMetrics(backend, metrics, options.storeSizeIntervalMs!, logger).catch((err: Error) => {
-          throw new StartupError(`cannot measure the store for the metrics (${err.message}); pass --store-size-interval 0 to turn the measurement off`);
-        });
-        moduleCleanup.push(stop);
-      }
+    }
+
+    // Every listener is bound: only now may the store create its files.
+    const store: Backend = (backend = await openBackend({ ...options.backend, log: (msg, fields) => logger.info(fields, msg) }));
+    const durabilityMode = !store.durable ? (store.kind === "sqlite" ? "none" : "relaxed") : "full";
+    metrics.durability.set({ mode: durabilityMode }, 1);
+    if (store.kind === "sqlite") store.db.on("commit", (writes: number) => metrics.groupCommitWrites.observe(writes));
+    if (durabilityMode !== "full") logger.warn({ store: store.description, durability: durabilityMode }, "writes are NOT durable: an acknowledged write can be lost");
+
+    const ctx = { backend: store, settings: options.settings, logger, metrics, onClose: (fn: () => void | Promise<void>) => void moduleCleanup.push(fn) };
+    const mounted = (await Promise.all(SERVICE_MODULES.filter((m) => options.services.includes(m.name)).map((m) => m.mount(ctx)))).flat();
+    const health = new HealthState(mounted.map((m) => m.desc.typeName));
+    const instrumented = mounted.map((m) => ({ desc: m.desc, impl: instrument(m.desc, m.impl, { metrics, logger, trace: tracing === undefined ? undefined : { backend: store.kind } }) }));
+    const withHealth: MountedService[] = [...instrumented, { desc: Health, impl: healthService(health) as unknown as AnyServiceImpl }];
+    for (const m of withHealth) mountOnGrpc(grpcServer, m.desc, m.impl, openStreams, admission.budget);
+    connect?.serve(withHealth);
+    if (probes !== undefined) mountOnGrpc(probes, Health, healthService(health) as unknown as AnyServiceImpl, openStreams, admission.budget);
+    if (metricsAddress !== undefined && (options.storeSizeIntervalMs ?? 0) > 0) {
+      const stop = await refreshStoreMetrics(store, metrics, options.storeSizeIntervalMs!, logger).catch((err: Error) => {
+        throw new StartupError(`cannot measure the store for the metrics (${err.message}); pass --store-size-interval 0 to turn the measurement off`);
+      });
+      moduleCleanup.push(stop);
     }
 
     const updateHealth = () => {
-      const problem = backendProblem(backend);
-      metrics.backendUp.set({ backend: backend.kind }, problem === undefined ? 1 : 0);
+      const problem = backendProblem(store);
+      metrics.backendUp.set({ backend: store.kind }, problem === undefined ? 1 : 0);
       if (closing) return;
       health.setAll(problem === undefined ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
       logHealthChange(problem);
     };
     let closing = false;
-    const logHealthChange = healthChangeLogger(logger, backend.description);
-    const stopWatching = onBackendHealthChange(backend, updateHealth);
+    const logHealthChange = healthChangeLogger(logger, store.description);
+    const stopWatching = onBackendHealthChange(store, updateHealth);
     updateHealth();
+    gate.open();
     // Always logged, whatever --log-level says: supervisors and tests read the
     // bound address (the real port when :0 was asked for) from this line.
     logger
       .child({}, { level: "info" })
-      .info({ address, connectAddress: connect?.address, healthAddress, metricsAddress, services: options.services, store: backend.description, ...sqliteSettings(backend) }, "listening");
+      .info({ address, connectAddress: connect?.address, healthAddress, metricsAddress, services: options.services, store: store.description, ...sqliteSettings(store) }, "listening");
 
     let closed: Promise<void> | undefined;
     const close = () => {
@@ -312,7 +342,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         for (const c of moduleCleanup) await c();
         stopWatching();
         auth?.close();
-        await closeBackend(backend);
+        await closeBackend(store);
         await tracing?.shutdown(options.shutdownGraceMs);
         logger.info("stopped");
       })();
@@ -320,11 +350,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     };
     return { address, connectAddress: connect?.address, healthAddress, metricsAddress, logger, close };
   } catch (err) {
+    gate.fail();
     grpcServer.forceShutdown();
     for (const c of cleanup) c();
     for (const c of moduleCleanup) await c();
     auth?.close();
-    await closeBackend(backend);
+    if (backend !== undefined) await closeBackend(backend);
     await tracing?.shutdown(options.shutdownGraceMs);
     throw err;
   }

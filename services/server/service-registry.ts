@@ -27,8 +27,10 @@ export interface ServiceSettings {
   leaseTtlMs: number;
   /** Most concurrent ReadAfter follow streams per process (`--max-followers`). */
   maxFollowers: number;
-  /** Records buffered per follower before it is ended with `follow_lagging` (`--follow-buffer`). */
+  /** Records a live follower may fall behind before it must keep reading (`--follow-buffer`). */
   followBuffer: number;
+  /** Milliseconds a follower past `followBuffer` may read nothing before `follow_lagging` (`--follow-stall`). */
+  followStallMs: number;
   /** Milliseconds between safety checks for other processes' appends on an SQLite store (`--follow-poll-interval`, default 1 s; issue 11). */
   followPollIntervalMs: number;
 }

@@ -17,12 +17,16 @@ export interface StoreFlags {
 /**
  * Adds the flags that name a store and how to reach it, shared by every
  * command that opens a store itself (`serve`, `stats`): `--store`, the Redis
- * credential files (never in the URL, DESIGN.md "Backends"), `--redis-tls-ca`,
+ * credential files (never in the URL, docs/DESIGN.md "Backends"), `--redis-tls-ca`,
  * `--redis-allow-plaintext` and `--redis-key-prefix`.
  */
 export function addStoreOptions(command: Command): Command {
   return command
-    .option("--store <url>", "sqlite:PATH, sqlite::memory: (tests; not durable), redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]", DEFAULT_STORE)
+    .option(
+      "--store <url>",
+      "sqlite:PATH, sqlite::memory: (tests; not durable), redis://HOST:PORT[/DB], rediss://HOST:PORT[/DB], or a Redis Cluster: redis+cluster://HOST:PORT[,HOST:PORT...] or rediss+cluster://... (seed nodes; the rest is discovered)",
+      DEFAULT_STORE,
+    )
     .option("--redis-username-file <file>", "Redis ACL user name, read from this file")
     .option("--redis-password-file <file>", "Redis password, read from this file")
     .option("--redis-tls-ca <file>", "PEM CA bundle that signs the Redis server certificate (rediss://)")

@@ -38,7 +38,7 @@ export class RedisLeaseCopy implements KindStore<LeaseCopy> {
   ) {}
 
   ids(): Promise<string[]> {
-    return scanIds(this.ops, `${this.keys.base}session:{`, "}:lease");
+    return scanIds(this.ops, this.keys.base, "session", ":lease");
   }
 
   read(requests: readonly CopyReadRequest[]) {

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../storage/redis-client.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { RedisOperations } from "../storage/redis-operation.js";
 import { LEASE_SCRIPT } from "./lease-lua.js";
@@ -48,7 +48,7 @@ export class RedisSessionLeaseStore implements SessionLeaseStore {
    *   bounded operation (storage/redis-operation.ts) with an operation record.
    */
   constructor(
-    redis: Redis,
+    redis: RedisClient,
     private readonly keys: RedisKeys,
     ttlUs: bigint,
     storeTimeoutMs: number,

@@ -6,7 +6,7 @@ import { nanosToTimestamp } from "../rpc/timestamp.js";
 import type { LeaseHold, LeaseLossReason } from "./rules.js";
 import type { SessionLeaseStore } from "./store.js";
 
-/** Longest accepted lease owner, in UTF-8 bytes (DESIGN.md principle 5). */
+/** Longest accepted lease owner, in UTF-8 bytes (docs/DESIGN.md principle 5). */
 export const MAX_OWNER_BYTES = 4096;
 
 /**

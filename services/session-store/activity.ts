@@ -1,4 +1,4 @@
-import { forEachElementBytes, forEachMemberBytes, keyBytesMatch, scanValueBytes } from "../json/json-scan.js";
+import { forEachElementBytes, forEachMemberBytes, matchKeyBytes, scanValueBytes } from "../json/json-scan.js";
 
 /**
  * Content-free classification of a saved conversation (wire-contract.md
@@ -42,31 +42,47 @@ export function isGenuinePrompt(text: string): boolean {
 
 const COMPACTION_PREFIX_BYTES = COMPACTION_PREFIXES.map((p) => Buffer.from(p, "utf8"));
 const NUDGE_BYTES = [...NUDGES].map((n) => Buffer.from(n, "utf8"));
-const LONGEST_PREFIX = Math.max(...COMPACTION_PREFIX_BYTES.map((p) => p.length));
+
+/** True when the bytes of `b` at `at` begin with `literal` (and hold it whole before `end`). */
+function bytesAt(b: Uint8Array, at: number, end: number, literal: Uint8Array): boolean {
+  if (end - at < literal.length) return false;
+  let k = 0;
+  while (k < literal.length && b[at + k] === literal[k]) k++;
+  return k === literal.length;
+}
 
 /**
  * {@link isGenuinePrompt} of the JSON string literal spanning [start, end)
  * (quotes included), deciding on the raw bytes wherever they equal the text
  * (no escape in the part compared), and decoding the string only when an
- * escape could change the answer.
+ * escape could change the answer. A compaction prefix found byte for byte
+ * settles it at once (the prefixes hold no backslash, so those bytes are
+ * that text).
  */
 function genuineTextAt(b: Buffer, start: number, end: number): boolean {
-  const raw = b.subarray(start + 1, end - 1);
-  const escapeAt = raw.indexOf(0x5c);
-  const plainHead = escapeAt < 0 || escapeAt >= LONGEST_PREFIX;
-  if (plainHead && COMPACTION_PREFIX_BYTES.some((p) => raw.length >= p.length && raw.compare(p, 0, p.length, 0, p.length) === 0)) return false;
-  if (escapeAt >= 0) return isGenuinePrompt(JSON.parse(b.toString("utf8", start, end)) as string);
-  if (NUDGE_BYTES.some((n) => raw.equals(n))) return false;
+  const from = start + 1;
+  const to = end - 1;
+  if (COMPACTION_PREFIX_BYTES.some((p) => bytesAt(b, from, to, p))) return false;
+  if (b.subarray(from, to).includes(0x5c)) return isGenuinePrompt(JSON.parse(b.toString("utf8", start, end)) as string);
+  if (NUDGE_BYTES.some((n) => to - from === n.length && bytesAt(b, from, to, n))) return false;
   // Background notices are short; decode only a candidate.
-  return raw[0] !== 0x5b || raw[raw.length - 1] !== 0x5d || isGenuinePrompt(raw.toString("utf8"));
+  return b[from] !== 0x5b || b[to - 1] !== 0x5d || isGenuinePrompt(b.toString("utf8", from, to));
 }
 
-/** True when the JSON value spanning [start, end) is the string `user` (escapes decoded). */
+const USER_ROLE = Buffer.from('"user"', "latin1");
+
+/** True when the JSON value spanning [start, end) is the string `user` (escapes decoded); compared on the bytes, without building a string, unless it has an escape. */
 function isUserRole(b: Buffer, start: number, end: number): boolean {
+  if (end - start === USER_ROLE.length && bytesAt(b, start, end, USER_ROLE)) return true;
   if (b[start] !== 0x22) return false;
-  if (end - start === 6 && b.toString("latin1", start, end) === '"user"') return true;
-  return b.subarray(start, end).includes(0x5c) && JSON.parse(b.toString("utf8", start, end)) === "user";
+  for (let k = start + 1; k < end - 1; k++) if (b[k] === 0x5c) return JSON.parse(b.toString("utf8", start, end)) === "user";
+  return false;
 }
+
+/** The message fields the walk reads, in the order {@link matchKeyBytes} reports them. */
+const MESSAGE_FIELDS = ["role", "text"];
+const ROLE = 0;
+const TEXT = 1;
 
 /**
  * The harness's `ActivityOf` over the `messages` array of a `sessnap-json/1`
@@ -92,8 +108,14 @@ export function walkMessages(payload: Uint8Array, start: number): { activity: Ac
   let textEnd = -1;
   const member = (keyStart: number, keyEnd: number, valueStart: number): number => {
     const valueEnd = scanValueBytes(b, valueStart, 2, "skim");
-    if (keyBytesMatch(b, keyStart, keyEnd, "role")) [roleStart, roleEnd] = [valueStart, valueEnd];
-    else if (keyBytesMatch(b, keyStart, keyEnd, "text")) [textStart, textEnd] = b[valueStart] === 0x6e ? [-1, -1] : [valueStart, valueEnd];
+    const field = matchKeyBytes(b, keyStart, keyEnd, MESSAGE_FIELDS);
+    if (field === ROLE) {
+      roleStart = valueStart;
+      roleEnd = valueEnd;
+    } else if (field === TEXT) {
+      textStart = b[valueStart] === 0x6e ? -1 : valueStart;
+      textEnd = valueEnd;
+    }
     return valueEnd;
   };
   const end = forEachElementBytes(b, start, (at) => {

@@ -65,7 +65,7 @@ export class RedisSessionCopy {
   /** The metadata configuration the store recorded, read without writing; undefined when it recorded none (no session has a row). */
   private async recordedConfig(): Promise<MetaConfig | undefined> {
     if (this.recorded === undefined) {
-      const [partitions, storeId] = await this.ops.read((r) => r.hmget(this.keys.sessionMetaConfig(), "partitions", "store_id"));
+      const [partitions, storeId] = await this.ops.read((r) => r.hmget(this.keys.config(), "partitions", "store_id"));
       if (partitions !== null) this.recorded = { partitions: Number(partitions), storeId: storeId ?? "" };
     }
     return this.recorded;
@@ -88,9 +88,9 @@ export class RedisSessionCopy {
     await saveSnapshot(op, this.ops, this.keys, write, { sessionId: s.sessionId, format: s.format, payload: toBuffer(s.payload), mode: "import", modifiedUs: String(s.modifiedAtMicros) });
   }
 
-  /** Sessions: ids from the List index. */
+  /** Sessions: ids from the List index (every partition). */
   readonly sessions: KindStore<SessionCopy> = {
-    ids: () => this.ops.read((r) => r.zrange(this.keys.sessionIndex(), 0, -1)),
+    ids: async () => (await Promise.all(this.keys.layout.all().map((p) => this.ops.read((r) => r.zrange(this.keys.sessionIndex(p), 0, -1))))).flat(),
     read: (requests) => readEach(requests, (id) => this.readSession(id)),
     write: async (records) => {
       const config = await this.meta.config();

@@ -1,10 +1,11 @@
 /**
  * Session metadata rows, paging index and lineage records on Redis (issue 12).
  *
- * Layout. The index is split into N partitions (N fixed when the store is
- * first used and recorded in `RedisKeys.sessionMetaConfig`); a session
- * belongs to partition `sha256(id)[0..4] mod N`. Every key of a partition
- * carries its hash tag `{m<p>}` (see `RedisKeys.sessionMetaPartition`):
+ * Layout. The index is split into the store's N partitions (storage/
+ * redis-layout.ts: N fixed when the store is created and recorded in
+ * `RedisKeys.config`); a session belongs to partition `sha256(id)[0..4] mod
+ * N`. Every key of a partition carries the partition's hash tag, the tag of
+ * its sessions' own keys (see `RedisKeys.sessionMetaPartition`):
  *
  * - `rows`: hash, session id to the row (JSON: activity, size, projected fields);
  * - `all`, `owner:<hex>`: sorted sets of page members, all with score 0, so
@@ -32,13 +33,10 @@
  * one partition, rows read from different partitions at slightly different
  * instants still never repeat or skip a row.
  *
- * Atomicity. The Save/Create script writes the snapshot and its partition
- * together; on a single Redis that is one script. On Redis Cluster (issue
- * 13) the snapshot keys (tagged by session id) and the partition keys
- * (tagged `{m<p>}`) are on different slots: making the session's own keys
- * carry its partition's tag is what issue 13 must add for these scripts to
- * stay single-slot; the partition function and the per-partition reads
- * already fit that.
+ * Atomicity. The Save/Create script writes the snapshot, its List index
+ * entry and its partition together, in one script on one slot: the
+ * session's keys carry its partition's hash tag (issue 13), so this holds on
+ * a Redis Cluster as on a single Redis.
  *
  * Operation records (issue 9; storage/redis-script.ts `OP_RECORD_LUA`): every
  * write script here ends each path that writes with `return op_done(...)`
@@ -46,10 +44,10 @@
  * (or, for the store's configuration, of the configuration), so a retried
  * write is applied once; paths that write nothing return without recording.
  */
-import { createHash, randomBytes } from "node:crypto";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import type { RedisOperations } from "../storage/redis-operation.js";
 import { redisScript } from "../storage/redis-script.js";
+import { configureStore } from "../storage/redis-store.js";
 import { compareIdBytes } from "../../common/byte-order.js";
 import { compareLineage } from "../../common/lineage-order.js";
 import { directlyRelated, type SessionRelationship } from "../../common/session-relationship.js";
@@ -57,9 +55,6 @@ import { decodeMetadata, encodeMetadata, ownerScopeHex } from "./metadata-record
 import { projectStoredSnapshot, type SessionProjection } from "./projection.js";
 import type { LineageAnswer, LineageQuery, LineageRecord, MetadataBoundary, MetadataPageAnswer, MetadataPageQuery, MetadataRow } from "./store.js";
 import type { ActivityState } from "./activity.js";
-
-/** Partitions of a new store's metadata index. */
-export const DEFAULT_PARTITIONS = 16;
 
 /** Version of the metadata layout; a store whose `migrated` differs is backfilled at start. */
 const LAYOUT_VERSION = "1";
@@ -70,7 +65,7 @@ const INVERT = 9_007_199_254_740_992n;
 /**
  * Saves (or creates, or backfills) a snapshot with its metadata row and
  * lineage record, reading the time from the Redis server.
- * KEYS[1] snapshot hash, KEYS[2] List index, KEYS[3] partition `rows`,
+ * KEYS[1] snapshot hash, KEYS[2] the session's List index partition, KEYS[3] partition `rows`,
  * KEYS[4] partition `all`, KEYS[5] partition `scopes`, KEYS[6]
  * `lineage:records`, KEYS[7] `lineage:state`, KEYS[8] `lineage:ids`,
  * KEYS[9] `lineage:related` (all of the session's partition), KEYS[10] the
@@ -164,7 +159,7 @@ return op_done(1)
  * Deletes a session and all of its records, takes its metadata row out of
  * its partition, prunes its lineage record (kept forever), then tells
  * whoever listens.
- * KEYS[1] List index, KEYS[2] partition `rows`, KEYS[3] partition `all`,
+ * KEYS[1] the session's List index partition, KEYS[2] partition `rows`, KEYS[3] partition `all`,
  * KEYS[4] partition `scopes`, KEYS[5] `lineage:state`, KEYS[6..] every key
  * of the session, the snapshot hash first.
  * ARGV[1] session id, ARGV[2] prefix of the partition's owner sets, ARGV[3]
@@ -261,24 +256,6 @@ for _, m in ipairs(redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'BYLEX')) do
   end
 end
 return out
-`,
-});
-
-/**
- * Records the metadata index's configuration unless already recorded, and
- * reads it back. A write script (operation record).
- * KEYS[1] the configuration hash.
- * ARGV[1] partition count for a new store, ARGV[2] store id for a new store,
- * ARGV[3] layout version whose backfill has finished, or empty.
- * Returns {partitions, store_id, migrated or false} (recorded).
- */
-const CONFIGURE = redisScript({
-  name: "mecatlSessionMetaConfigure",
-  lua: `
-redis.call('HSETNX', KEYS[1], 'partitions', ARGV[1])
-redis.call('HSETNX', KEYS[1], 'store_id', ARGV[2])
-if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'migrated', ARGV[3]) end
-return op_done(redis.call('HMGET', KEYS[1], 'partitions', 'store_id', 'migrated'))
 `,
 });
 
@@ -405,8 +382,8 @@ export class RedisSessionMetadata {
 
   /**
    * The store's partition count and id, after the upgrade backfill: the
-   * first call of a process records them if the store has none (a new store
-   * gets {@link DEFAULT_PARTITIONS}) and, when the store was written by a
+   * first call of a process records the id if the store has none (the
+   * partition count is the store's, `RedisKeys.layout`) and, when the store was written by a
    * build without metadata, projects every session the List index names
    * whose snapshot carries no metadata yet (same projection as Save; a
    * payload today's Save would refuse becomes a non-sessnap row), then marks
@@ -424,15 +401,13 @@ export class RedisSessionMetadata {
     return this.ready;
   }
 
-  private async configure(migrated: string): Promise<[string, string, string | null]> {
-    const op = this.ops.begin();
-    const key = this.keys.sessionMetaConfig();
-    return (await op.script(CONFIGURE, [key], [String(DEFAULT_PARTITIONS), randomBytes(8).toString("hex"), migrated], op.record(this.keys.sessionMetaConfigOp(op.id)))) as [string, string, string | null];
+  private configure(migrated: string): ReturnType<typeof configureStore> {
+    return configureStore(this.ops, this.keys, { partitions: String(this.keys.layout.partitions), migrated });
   }
 
   private async start(): Promise<MetaConfig> {
-    const [partitions, storeId, migrated] = await this.configure("");
-    const config = { partitions: Number(partitions), storeId };
+    const [, storeId, , migrated] = await this.configure("");
+    const config = { partitions: this.keys.layout.partitions, storeId };
     if (migrated !== LAYOUT_VERSION) {
       await this.backfill(config);
       await this.configure(LAYOUT_VERSION);
@@ -441,9 +416,13 @@ export class RedisSessionMetadata {
   }
 
   private async backfill(config: MetaConfig): Promise<void> {
+    for (const p of this.keys.layout.all()) await this.backfillPartition(config, p);
+  }
+
+  private async backfillPartition(config: MetaConfig, partition: number): Promise<void> {
     const batch = 256;
     for (let from = 0; ; from += batch) {
-      const ids = await this.ops.read((r) => r.zrange(this.keys.sessionIndex(), from, from + batch - 1));
+      const ids = await this.ops.read((r) => r.zrange(this.keys.sessionIndex(partition), from, from + batch - 1));
       await Promise.all(
         ids.map(async (id) => {
           const [payload, modified, meta] = await this.ops.read((r) => r.hmgetBuffer(this.keys.snapshot(id), "payload", "modified_us", "meta"));
@@ -458,9 +437,9 @@ export class RedisSessionMetadata {
     }
   }
 
-  /** The partition of a session: the first 4 bytes of SHA-256 of its id, modulo the partition count. */
-  partitionOf(config: MetaConfig, sessionId: string): number {
-    return createHash("sha256").update(sessionId, "utf8").digest().readUInt32BE(0) % config.partitions;
+  /** The partition of a session (StoreLayout.partitionOf: the first 4 bytes of SHA-256 of its id, modulo the partition count). */
+  partitionOf(_config: MetaConfig, sessionId: string): number {
+    return this.keys.layout.partitionOf(sessionId);
   }
 
   /** The key `name` (`rows`, `lineage:records`, ...) of partition `p`. */
@@ -479,7 +458,7 @@ export class RedisSessionMetadata {
     const k = (name: string) => this.partitionKey(p, name);
     const keys = [
       this.keys.snapshot(sessionId),
-      this.keys.sessionIndex(),
+      this.keys.sessionIndexOf(sessionId),
       ...["rows", "all", "scopes", "lineage:records", "lineage:state", "lineage:ids", "lineage:related"].map(k),
       this.keys.snapshotChunks(sessionId),
       this.keys.snapshotStage(sessionId, opId),
@@ -508,7 +487,7 @@ export class RedisSessionMetadata {
   delete(config: MetaConfig, sessionId: string): { keys: string[]; args: string[] } {
     const p = this.partitionOf(config, sessionId);
     const k = (name: string) => this.partitionKey(p, name);
-    return { keys: [this.keys.sessionIndex(), k("rows"), k("all"), k("scopes"), k("lineage:state")], args: [sessionId, k("owner:"), recordPrefix(sessionId)] };
+    return { keys: [this.keys.sessionIndexOf(sessionId), k("rows"), k("all"), k("scopes"), k("lineage:state")], args: [sessionId, k("owner:"), recordPrefix(sessionId)] };
   }
 
   /**

@@ -1,9 +1,9 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../storage/redis-client.js";
 import { distinctBy, indexScan, type IndexScan } from "../storage/index-scan.js";
-import { scoreIndexPages, type ScoredMember } from "../storage/redis-index-page.js";
+import { mergedScoreIndex, type ScoredMember } from "../storage/redis-index-page.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { RedisOperations } from "../storage/redis-operation.js";
-import type { SessionProjection } from "./projection.js";
+import { projectionOnce, type ProjectionSource } from "./projection-source.js";
 import { DELETE_PROJECTED, RedisSessionMetadata } from "./redis-metadata.js";
 import { readSnapshot, saveSnapshot } from "./redis-payload.js";
 import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery, SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
@@ -12,19 +12,19 @@ function toBuffer(bytes: Uint8Array): Buffer {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
-async function* sessionsOf(pages: AsyncIterable<ScoredMember[]>): AsyncGenerator<StoredSessionInfo, void, undefined> {
-  for await (const page of pages) for (const e of page) yield { sessionId: e.member, modifiedAtMicros: Number(e.score) };
+async function* sessionsOf(entries: AsyncIterable<ScoredMember>): AsyncGenerator<StoredSessionInfo, void, undefined> {
+  for await (const e of entries) yield { sessionId: e.member, modifiedAtMicros: Number(e.score) };
 }
 
 /**
- * SessionStore on Redis: a hash per session (hash-tagged by id; a payload
- * over 1 MiB in a list of chunks beside it, see redis-payload.ts) plus a sorted
- * set indexing ids by save time, so List never scans the keyspace, and the
- * partitioned metadata index and lineage records of redis-metadata.ts. Save,
- * Create and Delete are one script each, so the snapshot, its List entry,
- * its metadata row and its lineage records change together. Note the List
- * index is a separate slot from the session's keys: on a Redis Cluster these
- * scripts would need the index split per slot (issue 13).
+ * SessionStore on Redis: a hash per session (a payload over 1 MiB in a list
+ * of chunks beside it, see redis-payload.ts) plus a sorted set per partition
+ * indexing the partition's ids by save time, so List never scans the
+ * keyspace, and the partitioned metadata index and lineage records of
+ * redis-metadata.ts. A session's keys carry its partition's hash tag
+ * (storage/redis-layout.ts), so Save, Create and Delete are one script each
+ * on one slot: the snapshot, its List entry, its metadata row and its
+ * lineage records change together, on a Redis Cluster too (issue 13).
  *
  * Every call is a bounded {@link RedisOperations} operation: writes carry an
  * operation record (exactly once across retries) and every call fails with
@@ -39,7 +39,7 @@ export class RedisSessionStore implements SessionStore {
 
   /** @param storeTimeoutMs `--store-timeout` in milliseconds. */
   constructor(
-    redis: Redis,
+    redis: RedisClient,
     private readonly keys: RedisKeys,
     storeTimeoutMs: number,
   ) {
@@ -53,23 +53,24 @@ export class RedisSessionStore implements SessionStore {
   }
 
   /**
-   * Save or Create in one operation: a payload over 1 MiB is staged in
-   * chunks first (redis-payload.ts), then one recorded script writes the
-   * snapshot (publishing the chunks), its List entry, metadata row and
-   * lineage records together.
+   * Save or Create in one operation: the projection is computed first; a
+   * payload over 1 MiB is then staged in chunks (redis-payload.ts), then one
+   * recorded script writes the snapshot (publishing the chunks), its List
+   * entry, metadata row and lineage records together.
    */
-  private async put(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection, mode: "save" | "create"): Promise<boolean> {
+  private async put(sessionId: string, snapshot: StoredSnapshot, source: ProjectionSource, mode: "save" | "create"): Promise<boolean> {
+    const projection = projectionOnce(source)();
     const config = await this.meta.config();
     const op = this.ops.begin();
     const write = this.meta.write(config, sessionId, projection, op.id);
     return (await saveSnapshot(op, this.ops, this.keys, write, { sessionId, format: snapshot.format, payload: toBuffer(snapshot.payload), mode })) === 1;
   }
 
-  async save(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<void> {
+  async save(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<void> {
     await this.put(sessionId, snapshot, projection, "save");
   }
 
-  create(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<boolean> {
+  create(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<boolean> {
     return this.put(sessionId, snapshot, projection, "create");
   }
 
@@ -78,13 +79,17 @@ export class RedisSessionStore implements SessionStore {
     return read === undefined ? undefined : { format: read.format, payload: read.payload };
   }
 
-  /** Pages through the session index in (save time, id) order; a session re-saved during the scan is kept at its first sighting. */
+  /**
+   * Pages through the session index in (save time, id) order, merging its
+   * partitions (k-way); a session re-saved during the scan is kept at its
+   * first sighting.
+   */
   scan(): IndexScan<StoredSessionInfo> {
-    const index = this.keys.sessionIndex();
+    const parts = this.keys.layout.all().map((p) => this.keys.sessionIndex(p));
     const reader = this.ops;
     return indexScan(
-      () => distinctBy(sessionsOf(scoreIndexPages(reader, index)), (s) => s.sessionId),
-      () => reader.read((r) => r.zcard(index)),
+      () => distinctBy(sessionsOf(mergedScoreIndex(reader, parts)), (s) => s.sessionId),
+      async () => (await Promise.all(parts.map((k) => reader.read((r) => r.zcard(k))))).reduce((a, b) => a + b, 0),
     );
   }
 

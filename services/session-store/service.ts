@@ -32,7 +32,7 @@ export const MAX_LINEAGE_RECORDS = 256;
 
 /**
  * Most rows one PageMetadata answer carries, whatever `limit` asks: a longer
- * page ends early with a `next_cursor` (DESIGN.md principle 6). The harness
+ * page ends early with a `next_cursor` (docs/DESIGN.md principle 6). The harness
  * reads `next_cursor`, not the row count, to know whether more follow.
  */
 export const MAX_PAGE_ROWS = 1000;
@@ -40,7 +40,18 @@ export const MAX_PAGE_ROWS = 1000;
 /** Most bytes of rows one PageMetadata answer carries (a quarter of the harness's 64 MiB message limit); at least one row is always sent. */
 export const MAX_PAGE_BYTES = HARNESS_MESSAGE_BYTES / 4;
 
-function validSave(req: SaveRequest): { sessionId: string; snapshot: StoredSnapshot; projection: SessionProjection } {
+/**
+ * Checks a Save or Create request (wire-contract.md section 2.5; the rules
+ * are listed on {@link sessionStoreService}). The projection is not computed
+ * here: the answer carries a function computing it, which the store calls
+ * before the write is visible (for a staged SQLite payload, while the first
+ * chunk is written; issue 12).
+ *
+ * @throws ConnectError INVALID_ARGUMENT naming the field, at once for the
+ *   request's fields, and from the returned `projection` for a payload the
+ *   projection refuses (`snapshot.payload`: another `id`, naming both, ...).
+ */
+function validSave(req: SaveRequest): { sessionId: string; snapshot: StoredSnapshot; projection: () => SessionProjection } {
   const sessionId = requireId("session_id", req.sessionId);
   const snapshot = requirePresent("snapshot", req.snapshot);
   requireFormat("snapshot.format", snapshot.format, [SNAPSHOT_FORMAT]);
@@ -53,13 +64,14 @@ function validSave(req: SaveRequest): { sessionId: string; snapshot: StoredSnaps
   if (!(ACTIVITY_STATES as readonly string[]).includes(req.activityState)) {
     throw invalidArgument("activity_state", `must be "draft", "active" or empty, got ${JSON.stringify(req.activityState)}`);
   }
-  let projection: SessionProjection;
-  try {
-    projection = projectSnapshot(sessionId, snapshot.payload, req.activityState as ActivityState);
-  } catch (err) {
-    if (err instanceof SnapshotPayloadError) throw invalidArgument("snapshot.payload", err.message);
-    throw err;
-  }
+  const projection = (): SessionProjection => {
+    try {
+      return projectSnapshot(sessionId, snapshot.payload, req.activityState as ActivityState);
+    } catch (err) {
+      if (err instanceof SnapshotPayloadError) throw invalidArgument("snapshot.payload", err.message);
+      throw err;
+    }
+  };
   return { sessionId, snapshot: { format: snapshot.format, payload: snapshot.payload }, projection };
 }
 

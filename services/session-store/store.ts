@@ -1,6 +1,7 @@
 import type { SessionRelationship } from "../../common/session-relationship.js";
 import type { ActivityState } from "./activity.js";
-import type { SessionMetadata, SessionProjection } from "./projection.js";
+import type { SessionMetadata } from "./projection.js";
+import type { ProjectionSource } from "./projection-source.js";
 import type { IndexScan } from "../storage/index-scan.js";
 
 /**
@@ -116,15 +117,17 @@ export interface SessionStore {
    * Upserts the snapshot with its projection and records the save time. When
    * the session held another incarnation, that incarnation's lineage record
    * becomes `pruned`; the new one is `retained` (spec/session-metadata.md
-   * section 5.2).
+   * section 5.2). `projection` may be a function computing it: the store
+   * calls it once before the write is visible, and an error it throws is
+   * the answer, nothing changed (see {@link ProjectionSource}).
    */
-  save(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<void>;
+  save(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<void>;
   /**
    * Stores the snapshot only if the id is absent, atomically against every
    * other writer on the same store. Resolves false (and changes nothing, not
    * even a generation) when the id exists.
    */
-  create(sessionId: string, snapshot: StoredSnapshot, projection: SessionProjection): Promise<boolean>;
+  create(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<boolean>;
   /** The newest snapshot, or undefined for an unknown id. */
   load(sessionId: string): Promise<StoredSnapshot | undefined>;
   /**

@@ -1,7 +1,10 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "./redis-client.js";
 import { SqliteDatabase } from "./sqlite-database.js";
-import { connectRedis, durabilityWatch, StartupError, type RedisConnectOptions } from "./redis-connection.js";
-import { RedisKeys } from "./redis-keys.js";
+import { durabilityWatch, StartupError, type RedisConnectOptions } from "./redis-connection.js";
+import { connectRedisClient, isCluster, isRedisStoreUrl } from "./redis-client.js";
+import type { RedisKeys } from "./redis-keys.js";
+import { openRedisStore } from "./redis-store.js";
+import type { UpgradeLog } from "./redis-upgrade.js";
 import { checkSqlitePath, parseSqliteStoreUrl } from "./sqlite-path.js";
 import type { StoreFailure } from "./store-failure.js";
 
@@ -17,10 +20,11 @@ export interface SqliteBackend {
   readonly storeTimeoutMs: number;
 }
 
-/** The shared backend: one Redis server (standalone), reached through ioredis. */
+/** The shared backend: one Redis server, or a Redis Cluster (issue 13), reached through ioredis. */
 export interface RedisBackend {
   readonly kind: "redis";
-  readonly redis: Redis;
+  /** A single-Redis connection, or a cluster client (see {@link isCluster}). */
+  readonly redis: RedisClient;
   readonly keys: RedisKeys;
   /** True when `appendonly yes` + `appendfsync always` were verified at start. */
   readonly durable: boolean;
@@ -34,7 +38,7 @@ export type Backend = SqliteBackend | RedisBackend;
 
 /** Options for {@link openBackend}, from `serve` flags. */
 export interface BackendOptions {
-  /** `sqlite:PATH`, `sqlite::memory:`, `redis://HOST:PORT[/DB]` or `rediss://...`. */
+  /** `sqlite:PATH`, `sqlite::memory:`, `redis://HOST:PORT[/DB]`, `rediss://...`, `redis+cluster://HOST:PORT[,HOST:PORT...]` or `rediss+cluster://...`. */
   store: string;
   /** Redis settings besides the URL. */
   redis?: Omit<RedisConnectOptions, "url">;
@@ -46,7 +50,12 @@ export interface BackendOptions {
    * {@link DEFAULT_STORE_TIMEOUT_MS}; issue 9).
    */
   storeTimeoutMs?: number;
+  /** Where the progress of a Redis key layout upgrade is reported (the server's log). */
+  log?: UpgradeLog;
 }
+
+/** The `--store` forms, as a remedy for a URL that is none of them. */
+export const KNOWN_STORES = "use sqlite:PATH, sqlite::memory:, redis://HOST:PORT[/DB], rediss://HOST:PORT[/DB], redis+cluster://HOST:PORT[,HOST:PORT...] or rediss+cluster://HOST:PORT[,HOST:PORT...]";
 
 /** Default of `--redis-key-prefix`. */
 export const DEFAULT_REDIS_KEY_PREFIX = "mecatl-drivers:";
@@ -60,7 +69,8 @@ export const DEFAULT_STORE_TIMEOUT_MS = 5000;
  * @throws StartupError with a one-line remedy when the URL is unknown or has a
  *   part that is not understood, the SQLite path cannot hold a database (checked
  *   before anything is created) or the file cannot be opened, or Redis is
- *   unreachable, not durable, or lacks the database the URL names (issue 10).
+ *   unreachable, not durable, or lacks the database the URL names (issue 10),
+ *   or its key layout cannot be opened or upgraded (redis-store.ts).
  */
 export async function openBackend(options: BackendOptions): Promise<Backend> {
   const store = options.store;
@@ -75,12 +85,18 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
       throw new StartupError(`${(err as Error).message}; check that the directory is writable and the file is a mecatl-drivers database`);
     }
   }
-  if (store.startsWith("redis://") || store.startsWith("rediss://")) {
-    const keys = new RedisKeys(options.redisKeyPrefix ?? DEFAULT_REDIS_KEY_PREFIX);
-    const redis = await connectRedis({ ...options.redis, url: store, storeTimeoutMs });
+  if (isRedisStoreUrl(store)) {
+    const redis = await connectRedisClient({ ...options.redis, url: store, storeTimeoutMs });
+    let keys: RedisKeys;
+    try {
+      keys = await openRedisStore(redis, { prefix: options.redisKeyPrefix ?? DEFAULT_REDIS_KEY_PREFIX, storeTimeoutMs, mode: "serve", log: options.log });
+    } catch (err) {
+      redis.disconnect();
+      throw err instanceof StartupError ? err : new StartupError(`cannot open the Redis store: ${(err as Error).message}`);
+    }
     return { kind: "redis", redis, keys, durable: (options.redis?.durability ?? "strict") === "strict", description: store, storeTimeoutMs };
   }
-  throw new StartupError(`--store ${JSON.stringify(store)} is not a known store; use sqlite:PATH, sqlite::memory:, redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]`);
+  throw new StartupError(`--store ${JSON.stringify(store)} is not a known store; ${KNOWN_STORES}`);
 }
 
 /**
@@ -121,7 +137,7 @@ export function onBackendHealthChange(backend: Backend, listener: () => void): (
   };
 }
 
-/** Closes the backend after in-flight work: waits for SQLite's queue, QUITs Redis. */
+/** Closes the backend after in-flight work: waits for SQLite's queue, QUITs Redis (every node of a cluster). */
 export async function closeBackend(backend: Backend): Promise<void> {
   if (backend.kind === "sqlite") await backend.db.close();
   else await backend.redis.quit().catch(() => backend.redis.disconnect());

@@ -8,7 +8,7 @@ import { StoreFailure } from "./store-failure.js";
 import { speaksPlaintextRedis } from "./redis-plaintext-probe.js";
 import { readCertificates } from "../../common/pem.js";
 
-/** How strictly the Redis server's persistence is checked at start (DESIGN.md principle 1). */
+/** How strictly the Redis server's persistence is checked at start (docs/DESIGN.md principle 1). */
 export type RedisDurability = "strict" | "relaxed";
 
 /** Options for {@link connectRedis}, from `serve` flags. */
@@ -106,7 +106,7 @@ function readSecret(file: string | undefined, flag: string): string | undefined 
  * Connects to Redis, waits until it answers, and checks durability: with
  * `durability` strict (the default) the server must run with `appendonly yes`
  * and `appendfsync always`, so that an acknowledged write is on disk
- * (DESIGN.md "Backends"). In strict mode a {@link DurabilityWatch} keeps
+ * (docs/DESIGN.md "Backends"). In strict mode a {@link DurabilityWatch} keeps
  * checking afterwards, and every write script is refused with a
  * StoreFailure (UNAVAILABLE) while it cannot vouch for the server
  * ({@link DurabilityWatch.admit}). Every declared Lua script is defined on the
@@ -118,32 +118,17 @@ function readSecret(file: string | undefined, flag: string): string | undefined 
  */
 export async function connectRedis(options: RedisConnectOptions): Promise<Redis> {
   const target = parseRedisUrl(options.url, options.allowPlaintext ?? false);
-  const username = readSecret(options.usernameFile, "--redis-username-file");
-  const password = readSecret(options.passwordFile, "--redis-password-file");
-  if (options.tlsCaFile !== undefined && !target.tls) throw new StartupError("--redis-tls-ca applies to rediss:// only; use a rediss:// --store or drop the flag");
-  const ca = options.tlsCaFile === undefined ? undefined : readCertificates(options.tlsCaFile, "--redis-tls-ca", StartupError).pem;
+  const nodeOptions = redisNodeOptions(options, target.tls, target.host);
   await refusePlaintextForTls(target, options.url);
   const redisOptions: RedisOptions = {
+    ...nodeOptions,
     host: target.host,
     port: target.port,
     db: target.db,
-    username,
-    password,
-    // SNI carries names only (RFC 6066); Node warns on stderr when given an IP address.
-    tls: target.tls ? { ca, servername: isIP(target.host) === 0 ? target.host : undefined, minVersion: "TLSv1.2" } : undefined,
     lazyConnect: true,
     enableAutoPipelining: true,
-    // Exactly-once and bounded calls (issue 9; storage/redis-operation.ts retries,
-    // with the same operation id, until --store-timeout): ioredis must never send
-    // a command again by itself (a lost reply would apply it twice), must fail a
-    // command in flight as soon as its connection closes (maxRetriesPerRequest 0:
-    // the command may have been applied), and must refuse at once a command while
-    // disconnected (no offline queue: certainly not applied) rather than hold it.
-    autoResendUnfulfilledCommands: false,
-    maxRetriesPerRequest: 0,
+    // Refuse at once a command while disconnected (certainly not applied) rather than hold it.
     enableOfflineQueue: false,
-    socketTimeout: options.storeTimeoutMs,
-    connectTimeout: options.connectTimeoutMs ?? 5000,
     retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
   };
   const redis = new Redis(redisOptions);
@@ -156,7 +141,7 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
   } catch (err) {
     redis.disconnect();
     const cause = lastError ?? (err as Error);
-    if (/WRONGPASS|NOAUTH|NOPERM|invalid username-password/i.test(cause.message)) {
+    if (credentialsRefused(cause.message)) {
       throw new StartupError(`Redis at ${target.host}:${target.port} refused the credentials (${cause.message}); check --redis-username-file and --redis-password-file`);
     }
     throw new StartupError(`cannot reach Redis at ${target.host}:${target.port}: ${cause.message}; start it or fix --store`);
@@ -173,6 +158,7 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
     );
   }
   try {
+    await refuseClusterNode(redis, options.url);
     await verifyDatabase(redis, target.db, options.url);
   } catch (err) {
     redis.disconnect();
@@ -194,6 +180,53 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
   return redis;
 }
 
+/** True when a Redis error message means the credentials were refused (or are missing). */
+export function credentialsRefused(message: string): boolean {
+  return /WRONGPASS|NOAUTH|NOPERM|invalid username-password/i.test(message);
+}
+
+/**
+ * The ioredis options every connection to one Redis node gets, single Redis
+ * or cluster node alike: credentials read from their files, TLS with the CA
+ * of `--redis-tls-ca` (SNI `host` when it is a name), and the exactly-once
+ * settings of issue 9 (storage/redis-operation.ts retries, with the same
+ * operation id, until --store-timeout): ioredis must never send a command
+ * again by itself (a lost reply would apply it twice), and must fail a
+ * command in flight as soon as its connection closes (maxRetriesPerRequest
+ * 0: the command may have been applied).
+ *
+ * @throws StartupError when a file cannot be read, or `--redis-tls-ca` is
+ *   given for a cleartext URL or holds no certificate.
+ */
+export function redisNodeOptions(options: RedisConnectOptions, tls: boolean, host: string | undefined): RedisOptions {
+  const username = readSecret(options.usernameFile, "--redis-username-file");
+  const password = readSecret(options.passwordFile, "--redis-password-file");
+  if (options.tlsCaFile !== undefined && !tls) throw new StartupError("--redis-tls-ca applies to TLS stores (rediss://, rediss+cluster://) only; use one or drop the flag");
+  const ca = options.tlsCaFile === undefined ? undefined : readCertificates(options.tlsCaFile, "--redis-tls-ca", StartupError).pem;
+  return {
+    username,
+    password,
+    // SNI carries names only (RFC 6066); Node warns on stderr when given an IP address.
+    tls: tls ? { ca, servername: host !== undefined && isIP(host) === 0 ? host : undefined, minVersion: "TLSv1.2" } : undefined,
+    autoResendUnfulfilledCommands: false,
+    maxRetriesPerRequest: 0,
+    socketTimeout: options.storeTimeoutMs,
+    connectTimeout: options.connectTimeoutMs ?? 5000,
+  };
+}
+
+/**
+ * Refuses a `redis://` URL that names a node of a Redis Cluster: commands
+ * for keys of other nodes' slots would fail with MOVED.
+ *
+ * @throws StartupError pointing to `redis+cluster://`.
+ */
+async function refuseClusterNode(redis: Redis, url: string): Promise<void> {
+  const info = await redis.info("cluster").catch(() => "");
+  if (!/^cluster_enabled:1/m.test(info)) return;
+  throw new StartupError(`--store ${JSON.stringify(url)} names a node of a Redis Cluster; use redis+cluster://HOST:PORT[,HOST:PORT...] (or rediss+cluster://) so every slot is reached`);
+}
+
 /**
  * Fails when `rediss://` points at a Redis that speaks cleartext (see
  * {@link speaksPlaintextRedis}), instead of letting the TLS handshake wait
@@ -201,7 +234,7 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
  *
  * @throws StartupError naming `--store` and the likely cause (issue 10, deliverable 4).
  */
-async function refusePlaintextForTls(target: { host: string; port: number; tls: boolean }, url: string): Promise<void> {
+export async function refusePlaintextForTls(target: { host: string; port: number; tls: boolean }, url: string): Promise<void> {
   if (!target.tls || !(await speaksPlaintextRedis(target.host, target.port))) return;
   throw new StartupError(
     `--store ${JSON.stringify(url)}: Redis at ${target.host}:${target.port} answers in cleartext, not TLS; enable TLS on the server (tls-port) or use redis:// (with --redis-allow-plaintext for a non-loopback host)`,
@@ -231,7 +264,7 @@ export async function verifyDatabase(redis: Redis, db: number, url: string): Pro
 
 /**
  * What is wrong with a Redis server's persistence settings for OK-means-durable
- * (DESIGN.md principle 1), or undefined when `appendonly` is `yes` and
+ * (docs/DESIGN.md principle 1), or undefined when `appendonly` is `yes` and
  * `appendfsync` is `always`. The sentence names each wrong setting, e.g.
  * `Redis is not durable: appendfsync is "everysec" (needs "always")`.
  */
@@ -254,22 +287,24 @@ export async function readDurability(redis: Redis): Promise<string | undefined> 
 }
 
 /**
- * The start-up check: {@link readDurability}, turned into a one-line remedy.
+ * The start-up check: {@link readDurability}, turned into a one-line remedy
+ * (naming `node`, e.g. `node 10.0.0.5:6379`, when given: a cluster node).
  *
  * @throws StartupError naming the setting to change (or `--redis-durability=relaxed`).
  */
-export async function verifyDurability(redis: Redis): Promise<void> {
+export async function verifyDurability(redis: Redis, node?: string): Promise<void> {
   let problem: string | undefined;
+  const at = node === undefined ? "" : ` of ${node}`;
   try {
     problem = await readDurability(redis);
   } catch (err) {
     throw new StartupError(
-      `cannot verify Redis durability (CONFIG GET failed: ${(err as Error).message}); allow CONFIG GET for this user or pass --redis-durability=relaxed`,
+      `cannot verify Redis durability${at} (CONFIG GET failed: ${(err as Error).message}); allow CONFIG GET for this user or pass --redis-durability=relaxed`,
     );
   }
   if (problem !== undefined) {
     throw new StartupError(
-      `${problem}: an acknowledged write could be lost; set "appendonly yes" and "appendfsync always" on the Redis server, or pass --redis-durability=relaxed to accept that risk`,
+      `${problem}${node === undefined ? "" : ` (${node})`}: an acknowledged write could be lost; set "appendonly yes" and "appendfsync always" on the Redis server, or pass --redis-durability=relaxed to accept that risk`,
     );
   }
 }
@@ -277,10 +312,10 @@ export async function verifyDurability(redis: Redis): Promise<void> {
 /** Milliseconds between two durability checks of a running strict-mode connection. */
 export const DURABILITY_CHECK_MS = 5000;
 
-const watches = new WeakMap<Redis, DurabilityWatch>();
+const watches = new WeakMap<object, DurabilityWatch>();
 
-/** The watch {@link connectRedis} put on a strict-mode connection; undefined in relaxed mode. */
-export function durabilityWatch(redis: Redis): DurabilityWatch | undefined {
+/** The watch {@link connectRedis} put on a strict-mode connection; undefined in relaxed mode (and, for now, on a cluster). */
+export function durabilityWatch(redis: object): DurabilityWatch | undefined {
   return watches.get(redis);
 }
 
@@ -308,7 +343,7 @@ export interface DurabilityWatchOptions {
 
 /**
  * Keeps checking that a Redis server found durable at start stays durable
- * (DESIGN.md principle 1, issue 9): after every reconnect, since the server
+ * (docs/DESIGN.md principle 1, issue 9): after every reconnect, since the server
  * may have been restarted with another configuration (say without
  * `appendonly`, and so without its data), and every `intervalMs` (a
  * `CONFIG SET`). Emits `change` whenever {@link problem} or {@link verified}

@@ -1,4 +1,5 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "./redis-client.js";
+import { compareIdBytes } from "../../common/byte-order.js";
 import { batchesBySize, keysetPages, SCAN_PAGE_BYTES, SCAN_PAGE_ENTRIES, type Page } from "./index-scan.js";
 import { redisScript, runScript, type RedisScript } from "./redis-script.js";
 
@@ -8,12 +9,12 @@ import { redisScript, runScript, type RedisScript } from "./redis-script.js";
  * reads are bounded and retried can pass its own implementation instead.
  */
 export interface RedisReader {
-  read<T>(request: (redis: Redis) => Promise<T>): Promise<T>;
+  read<T>(request: (redis: RedisClient) => Promise<T>): Promise<T>;
   readScript(script: RedisScript, keys: string[], args: Array<string | number>): Promise<unknown>;
 }
 
 /** A {@link RedisReader} that sends each request once on `redis`. */
-export function redisReader(redis: Redis): RedisReader {
+export function redisReader(redis: RedisClient): RedisReader {
   return {
     read: (request) => request(redis),
     readScript: (script, keys, args) => runScript(redis, script, keys, args),
@@ -79,14 +80,19 @@ export function scoreIndexPages(redis: RedisReader, key: string, maxScore = Infi
 }
 
 /**
- * Reads the members of the sorted set `key`, whose scores are all 0, in byte
- * order (`ZRANGE BYLEX`), yielding pages of up to {@link SCAN_PAGE_ENTRIES}.
- * Each member present for the whole scan is read exactly once.
+ * Reads the members of the sorted set `key`, whose scores are all 0, that
+ * start with `prefix` (every member when empty), in byte order
+ * (`ZRANGE BYLEX`), with the prefix removed, yielding pages of up to
+ * {@link SCAN_PAGE_ENTRIES}. Each member present for the whole scan is read
+ * exactly once.
  */
-export function lexIndexPages(redis: RedisReader, key: string): AsyncGenerator<string[], void, undefined> {
+export function lexIndexPages(redis: RedisReader, key: string, prefix = ""): AsyncGenerator<string[], void, undefined> {
+  const end = prefix === "" ? "+" : Buffer.concat([Buffer.from(`[${prefix}`, "utf8"), Buffer.of(0xff)]);
   return keysetPages(async (after: string | undefined): Promise<Page<string, string>> => {
-    const members = await redis.read((r) => r.zrange(key, after === undefined ? "-" : `(${after}`, "+", "BYLEX", "LIMIT", 0, SCAN_PAGE_ENTRIES));
-    return { entries: members, next: members.length === SCAN_PAGE_ENTRIES ? members.at(-1) : undefined };
+    const start = after === undefined ? (prefix === "" ? "-" : `[${prefix}`) : `(${prefix}${after}`;
+    const members = await redis.read((r) => r.zrange(key, start, end, "BYLEX", "LIMIT", 0, SCAN_PAGE_ENTRIES));
+    const entries = members.map((m) => m.slice(prefix.length));
+    return { entries, next: members.length === SCAN_PAGE_ENTRIES ? entries.at(-1) : undefined };
   });
 }
 
@@ -105,4 +111,57 @@ export async function* loadInBatches<T>(redis: RedisReader, ids: readonly string
   for (const batch of batchesBySize(ids, sizes)) {
     for (const record of await Promise.all(batch.map(load))) if (record !== undefined) yield record;
   }
+}
+
+/**
+ * Merges N sorted sequences into one (k-way merge, issue 13): the index
+ * partitions of a Redis store, each read lazily page by page. The first
+ * entry of every source is awaited together, then each step yields the
+ * smallest head by `compare` and advances only its source, so the merge
+ * reads no further into any partition than its output has reached, plus one
+ * page. Breaking out of the loop closes every source.
+ */
+export async function* mergeSorted<E>(sources: ReadonlyArray<AsyncIterable<E>>, compare: (a: E, b: E) => number): AsyncGenerator<E, void, undefined> {
+  const its = sources.map((s) => s[Symbol.asyncIterator]());
+  const heads = await Promise.all(its.map((it) => it.next()));
+  try {
+    for (;;) {
+      let best = -1;
+      for (let i = 0; i < heads.length; i++) {
+        if (heads[i]!.done !== true && (best < 0 || compare(heads[i]!.value as E, heads[best]!.value as E) < 0)) best = i;
+      }
+      if (best < 0) return;
+      yield heads[best]!.value as E;
+      heads[best] = await its[best]!.next();
+    }
+  } finally {
+    await Promise.all(its.map((it, i) => (heads[i]!.done === true ? undefined : it.return?.())));
+  }
+}
+
+/** Flattens a source of pages into its entries. */
+async function* entriesOf<E>(pages: AsyncIterable<E[]>): AsyncGenerator<E, void, undefined> {
+  for await (const page of pages) yield* page;
+}
+
+/** (score, member) order of sorted-set entries: scores numerically, then members byte-wise, as Redis orders them. */
+export function compareScored(a: ScoredMember, b: ScoredMember): number {
+  return Number(a.score) - Number(b.score) || compareIdBytes(a.member, b.member);
+}
+
+/**
+ * The entries of N sorted-set partitions in (score, member) order, up to
+ * and including `maxScore`: {@link scoreIndexPages} of each, merged.
+ */
+export function mergedScoreIndex(redis: RedisReader, keys: readonly string[], maxScore = Infinity): AsyncGenerator<ScoredMember, void, undefined> {
+  return mergeSorted(keys.map((k) => entriesOf(scoreIndexPages(redis, k, maxScore))), compareScored);
+}
+
+/**
+ * The members of N sorted-set partitions whose scores are all 0 and whose
+ * members start with `prefix`, in byte order, with the prefix removed:
+ * {@link lexIndexPages} of each, merged.
+ */
+export function mergedLexIndex(redis: RedisReader, keys: readonly string[], prefix = ""): AsyncGenerator<string, void, undefined> {
+  return mergeSorted(keys.map((k) => entriesOf(lexIndexPages(redis, k, prefix))), compareIdBytes);
 }

@@ -1,33 +1,83 @@
 import type { StoreKind } from "./store-kinds.js";
+import { DEFAULT_PARTITIONS, StoreLayout } from "./redis-layout.js";
 
-/** Suffixes of the keys of one session (`session:{id}...`), with what they hold (see {@link RedisKeys.kindOf}). */
+/** Suffixes of the keys of one session (`session:{<tag>}:<id>...`), with what they hold (see {@link RedisKeys.kindOf}). */
 const SESSION_KEY_SUFFIXES: ReadonlyArray<[string, StoreKind, "one" | "stream" | "none"]> = [
-  ["}:snapshot", "sessions", "one"],
-  ["}:payload", "sessions", "none"],
-  ["}:lease", "leases", "one"],
-  ["}:events:meta", "events", "none"],
-  ["}:events", "events", "stream"],
+  [":snapshot", "sessions", "one"],
+  [":payload", "sessions", "none"],
+  [":lease", "leases", "one"],
+  [":events:meta", "events", "none"],
+  [":events", "events", "stream"],
 ];
 
+/** Version of the key layout, the `v<N>:` after the operator's prefix. */
+export const KEY_LAYOUT_VERSION = 2;
+
 /**
- * Key layout in Redis. Every key starts with the operator's prefix
- * (`--redis-key-prefix`, default `mecatl-drivers:`) followed by the schema
- * version `v1:`, so a future layout can live beside this one. Every key that
- * belongs to one session or one schedule carries that id in a hash tag
- * (`{...}`), so all of one session's keys share a Redis Cluster slot
- * (DESIGN.md "Backends").
+ * Key layout in Redis (version {@link KEY_LAYOUT_VERSION}, issue 13). Every
+ * key starts with the operator's prefix (`--redis-key-prefix`, default
+ * `mecatl-drivers:`) followed by the layout version `v2:`, so another layout
+ * can live beside this one (the upgrade from `v1:`, redis-upgrade.ts, reads
+ * one and writes the other).
+ *
+ * Every key of a record carries the hash tag of the record's partition
+ * ({@link StoreLayout}): a session's snapshot, event log, lease and
+ * operation records; a schedule's hash and operation records; a fire
+ * record. Each global index is split into one part per partition under the
+ * partition's tag. A record and its index entries are thus on one slot, and
+ * each script touches one slot (Redis Cluster). The record's id follows the
+ * tag, then a suffix saying what the key holds; no suffix is the end of
+ * another, so two ids never share a key.
  */
 export class RedisKeys {
-  /** The prefix every key of this store starts with, e.g. `mecatl-drivers:v1:`. */
+  /** The prefix every key of this store starts with, e.g. `mecatl-drivers:v2:`. */
   readonly base: string;
+  /** The store's partitions and their hash tags. */
+  readonly layout: StoreLayout;
 
   /**
    * @param prefix the operator's prefix; must not contain `{` or `}`.
+   * @param partitions the store's partition count (as recorded in the store, see redis-store.ts).
    * @throws Error when the prefix contains a brace (it would break hash tags).
    */
-  constructor(prefix: string) {
+  constructor(
+    readonly prefix: string,
+    partitions = DEFAULT_PARTITIONS,
+  ) {
     if (/[{}]/.test(prefix)) throw new Error(`--redis-key-prefix ${JSON.stringify(prefix)} must not contain { or }`);
-    this.base = `${prefix}v1:`;
+    this.base = `${prefix}v${KEY_LAYOUT_VERSION}:`;
+    this.layout = new StoreLayout(partitions);
+  }
+
+  /** The key prefix of a record of `kind` with id `id`: `<base><kind>:{<partition tag>}:<id>`. */
+  private record(kind: string, id: string): string {
+    return `${this.base}${kind}:{${this.layout.tagOf(id)}}:${id}`;
+  }
+
+  /** The key of partition `p`'s part of the index `name` (`<base><name>:{<tag>}`). */
+  private part(name: string, p: number): string {
+    return `${this.base}${name}:{${this.layout.tag(p)}}`;
+  }
+
+  /**
+   * Hash describing the store, under its own hash tag `{config}`:
+   * `partitions` (N, fixed when the store is created), `store_id` (random;
+   * part of every PageMetadata generation), `layout` (the key layout version
+   * whose data is complete: absent while an upgrade from `v1:` runs) and
+   * `migrated` (the metadata layout version whose backfill has finished).
+   */
+  config(): string {
+    return `${this.base}store:{config}`;
+  }
+
+  /** String holding the recorded reply of one write of {@link config} (`OP_RECORD_LUA` in redis-script.ts); expires after `opRecordTtlMs`. */
+  configOp(opId: string): string {
+    return `${this.base}store:{config}:op:${opId}`;
+  }
+
+  /** String held (with an expiry) by the one process upgrading the store from `v1:` (redis-upgrade.ts). */
+  upgradeLock(): string {
+    return `${this.base}store:{config}:upgrading`;
   }
 
   /**
@@ -38,7 +88,7 @@ export class RedisKeys {
    * non-sessnap payload).
    */
   snapshot(sessionId: string): string {
-    return `${this.base}session:{${sessionId}}:snapshot`;
+    return `${this.record("session", sessionId)}:snapshot`;
   }
 
   /**
@@ -46,7 +96,7 @@ export class RedisKeys {
    * (issue 11); its snapshot hash then has no `payload` field.
    */
   snapshotChunks(sessionId: string): string {
-    return `${this.base}session:{${sessionId}}:payload`;
+    return `${this.record("session", sessionId)}:payload`;
   }
 
   /**
@@ -55,7 +105,7 @@ export class RedisKeys {
    * {@link snapshotChunks}. Expires if the Save never publishes it.
    */
   snapshotStage(sessionId: string, opId: string): string {
-    return `${this.base}session:{${sessionId}}:stage:${opId}`;
+    return `${this.record("session", sessionId)}:stage:${opId}`;
   }
 
   /**
@@ -65,12 +115,17 @@ export class RedisKeys {
    * outlive the session so tokens stay monotone (wire-contract.md section 4.3).
    */
   lease(sessionId: string): string {
-    return `${this.base}session:{${sessionId}}:lease`;
+    return `${this.record("session", sessionId)}:lease`;
   }
 
-  /** Sorted set of session ids scored by save time in microseconds (List index). */
-  sessionIndex(): string {
-    return `${this.base}sessions`;
+  /** Partition `p` of the List index: sorted set of the partition's session ids scored by save time in microseconds. */
+  sessionIndex(p: number): string {
+    return this.part("sessions", p);
+  }
+
+  /** The List index partition of `sessionId`. */
+  sessionIndexOf(sessionId: string): string {
+    return this.sessionIndex(this.layout.partitionOf(sessionId));
   }
 
   /**
@@ -78,12 +133,12 @@ export class RedisKeys {
    * hex characters) and `n` (the number of records, the last position).
    */
   eventLogMeta(sessionId: string): string {
-    return `${this.base}session:{${sessionId}}:events:meta`;
+    return `${this.record("session", sessionId)}:events:meta`;
   }
 
   /** Stream holding one session's event-log records, entry id `0-<position>`. */
   eventLog(sessionId: string): string {
-    return `${this.base}session:{${sessionId}}:events`;
+    return `${this.record("session", sessionId)}:events`;
   }
 
   /**
@@ -92,12 +147,12 @@ export class RedisKeys {
    * session was deleted. A wake-up hint only; followers re-read the log.
    */
   eventLogChannel(sessionId: string): string {
-    return `${this.base}session:{${sessionId}}:events:changed`;
+    return `${this.record("session", sessionId)}:events:changed`;
   }
 
   /**
    * Every key that holds data of one session, deleted together when the
-   * session is deleted (the event log travels with its session, DESIGN.md
+   * session is deleted (the event log travels with its session, docs/DESIGN.md
    * "Event log").
    */
   sessionData(sessionId: string): string[] {
@@ -114,7 +169,7 @@ export class RedisKeys {
    * @param opId the operation id (16 hex characters) the server chose for the RPC.
    */
   sessionOp(sessionId: string, opId: string): string {
-    return `${this.base}session:{${sessionId}}:op:${opId}`;
+    return `${this.record("session", sessionId)}:op:${opId}`;
   }
 
   /** Channels told (with an empty message) when the session is deleted, so followers elsewhere notice. */
@@ -123,30 +178,10 @@ export class RedisKeys {
   }
 
   /**
-   * Hash describing the session metadata index (issue 12), under its own hash
-   * tag `{m-config}`: `partitions` (how
-   * many partitions the index has; fixed when the store is first used),
-   * `store_id` (random; part of every PageMetadata generation) and
-   * `migrated` (the metadata layout version whose backfill has finished).
-   */
-  sessionMetaConfig(): string {
-    return `${this.base}session-meta:{m-config}`;
-  }
-
-  /**
-   * String holding the recorded reply of one write of the metadata index's
-   * configuration (`OP_RECORD_LUA` in redis-script.ts), hash-tagged like
-   * {@link sessionMetaConfig}; expires after `opRecordTtlMs`.
-   */
-  sessionMetaConfigOp(opId: string): string {
-    return `${this.base}session-meta:{m-config}:op:${opId}`;
-  }
-
-  /**
    * Prefix of the keys of one partition of the session metadata index and
    * lineage records (issue 12). Every key of a partition carries the
-   * partition's hash tag `{m<partition>}`, so a partition lives on one Redis
-   * Cluster slot. Keys under it: `rows` (hash: session id to row), `all` and
+   * partition's hash tag, that of the sessions it indexes, so a session's
+   * writes touch one Redis Cluster slot. Keys under it: `rows` (hash: session id to row), `all` and
    * `owner:<hex>` (sorted sets of page members), `scopes` (hash: generation
    * and count per scope), `lineage:records`, `lineage:state` (hashes: record
    * key to record and to state), `lineage:ids` and `lineage:related` (sorted
@@ -154,7 +189,7 @@ export class RedisKeys {
    * to). See services/session-store/redis-metadata.ts.
    */
   sessionMetaPartition(partition: number): string {
-    return `${this.base}session-meta:{m${partition}}:`;
+    return `${this.part("session-meta", partition)}:`;
   }
 
   /**
@@ -163,45 +198,74 @@ export class RedisKeys {
    * re-created schedule never repeats a version a stale reader saw).
    */
   schedule(name: string): string {
-    return `${this.base}schedule:{${name}}`;
+    return `${this.record("schedule", name)}:record`;
   }
 
   /**
    * String holding the recorded reply of one write operation on one
-   * schedule (every schedule mutation, fire records included, is keyed by its
-   * schedule's name); expires after `opRecordTtlMs`.
+   * schedule (every schedule mutation is keyed by the schedule it changes);
+   * expires after `opRecordTtlMs`.
    *
    * @param opId the operation id (16 hex characters) the server chose for the RPC.
    */
   scheduleOp(name: string, opId: string): string {
-    return `${this.base}schedule:{${name}}:op:${opId}`;
+    return `${this.record("schedule", name)}:op:${opId}`;
   }
 
   /**
-   * Sorted set of the fire ids whose record names this schedule, every
-   * score 0 so they are read in byte order, a page at a time (ListFires
-   * index, issue 10).
+   * String deciding, once and for all, whether the schedule half of a fire
+   * mutation (operation `opId`) committed (`c`) or was given up (`a`), beside
+   * the schedule (services/schedule-store/redis-fire.ts).
    */
-  scheduleFires(name: string): string {
-    return `${this.base}schedule:{${name}}:fire-ids`;
+  scheduleFence(name: string, opId: string): string {
+    return `${this.record("schedule", name)}:fence:${opId}`;
+  }
+
+  /** Partition `p` of the ListSchedules index: sorted set of the partition's schedule names, every score 0 (byte order). */
+  scheduleIndex(p: number): string {
+    return `${this.part("schedules", p)}:by-name`;
+  }
+
+  /** Partition `p` of the Due index: the partition's schedules that can be due, scored by NextFireAt in whole milliseconds. */
+  scheduleDueIndex(p: number): string {
+    return `${this.part("schedules", p)}:due`;
   }
 
   /**
-   * Sorted set of every schedule name, every score 0 so names are read in
-   * byte order, a page at a time (ListSchedules index, issue 10).
+   * Hash holding one fire record, in the partition of the fire id (LoadFire
+   * knows only the id): `payload`, `ver` (commit version) and, while a
+   * mutation holds it, `lk`, `lkt`, `lkw` (services/schedule-store/redis-fire.ts).
    */
-  scheduleIndex(): string {
-    return `${this.base}schedules:by-name`;
-  }
-
-  /** Sorted set of the schedules that can be due, scored by NextFireAt in whole milliseconds (Due index). */
-  scheduleDueIndex(): string {
-    return `${this.base}schedules:due`;
-  }
-
-  /** Hash holding one fire record: fields `payload` and `ver` (commit version). */
   scheduleFire(fireId: string): string {
-    return `${this.base}schedule-fire:{${fireId}}`;
+    return `${this.record("fire", fireId)}:record`;
+  }
+
+  /**
+   * String holding the recorded reply of step `step` (`lock`, `apply`) of
+   * write operation `opId` on a fire record (redis-fire.ts); expires after
+   * `opRecordTtlMs`.
+   */
+  fireOp(fireId: string, opId: string, step: string): string {
+    return `${this.record("fire", fireId)}:op:${opId}:${step}`;
+  }
+
+  /**
+   * Partition `p` of the ListFires index: sorted set, every score 0, of
+   * {@link fireIndexMember}s of the partition's fire records, so the fires of
+   * one schedule are a byte range in each partition.
+   */
+  fireIndex(p: number): string {
+    return `${this.part("fires", p)}:by-schedule`;
+  }
+
+  /** The partition of the ListFires index holding `fireId`'s entry (its record's). */
+  fireIndexOf(fireId: string): string {
+    return this.fireIndex(this.layout.partitionOf(fireId));
+  }
+
+  /** Where a `mecatl-drivers copy` into this store keeps its checkpoint. */
+  copyProgress(): string {
+    return `${this.base}copy-progress`;
   }
 
   /**
@@ -214,17 +278,28 @@ export class RedisKeys {
   kindOf(key: string): { kind: StoreKind | "other"; counts: "one" | "stream" | "none" } {
     if (!key.startsWith(this.base)) return { kind: "other", counts: "none" };
     const rest = key.slice(this.base.length);
-    if (rest === "sessions") return { kind: "sessions", counts: "none" };
-    if (rest === "schedules" || rest === "schedules:due") return { kind: "schedules", counts: "none" };
-    if (rest.startsWith("schedule-fire:{") && rest.endsWith("}")) return { kind: "fires", counts: "one" };
-    if (rest.startsWith("schedule:{")) {
-      if (rest.endsWith("}")) return { kind: "schedules", counts: "one" };
-      if (rest.endsWith("}:fires")) return { kind: "fires", counts: "none" };
-    }
-    if (rest.startsWith("session:{")) {
-      if (rest.includes("}:stage:")) return { kind: "sessions", counts: "none" };
-      for (const [suffix, kind, counts] of SESSION_KEY_SUFFIXES) if (rest.endsWith(suffix)) return { kind, counts };
+    const tagged = /^([a-z-]+):\{[^}]*\}(.*)$/s.exec(rest);
+    if (tagged === null) return { kind: "other", counts: "none" };
+    const [, kind, tail] = tagged as unknown as [string, string, string];
+    if (kind === "sessions" && tail === "") return { kind: "sessions", counts: "none" };
+    if (kind === "schedules" && (tail === ":by-name" || tail === ":due")) return { kind: "schedules", counts: "none" };
+    if (kind === "fires" && tail === ":by-schedule") return { kind: "fires", counts: "none" };
+    if (kind === "schedule" && tail.endsWith(":record")) return { kind: "schedules", counts: "one" };
+    if (kind === "fire" && tail.endsWith(":record")) return { kind: "fires", counts: "one" };
+    if (kind === "session") {
+      if (/:stage:[0-9a-f]{16}$/.test(tail)) return { kind: "sessions", counts: "none" };
+      for (const [suffix, k, counts] of SESSION_KEY_SUFFIXES) if (tail.endsWith(suffix) && !/:op:[0-9a-f]{16}$/.test(tail)) return { kind: k, counts };
     }
     return { kind: "other", counts: "none" };
   }
+}
+
+/** A ListFires index member: the schedule name's UTF-8 length as 8 hex digits, the name, then the fire id. */
+export function fireIndexMember(scheduleName: string, fireId: string): string {
+  return `${fireIndexPrefix(scheduleName)}${fireId}`;
+}
+
+/** The common start of every {@link fireIndexMember} of one schedule. */
+export function fireIndexPrefix(scheduleName: string): string {
+  return Buffer.byteLength(scheduleName, "utf8").toString(16).padStart(8, "0") + scheduleName;
 }

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import { primaryConnections, type RedisClient } from "./redis-client.js";
 import type { RedisKeys } from "./redis-keys.js";
 import { STORE_KINDS, type KindSize, type StoreKind } from "./store-kinds.js";
 
@@ -11,8 +11,9 @@ export function globLiteral(text: string): string {
 const SCAN_COUNT = 500;
 
 /**
- * Measures a Redis store: SCAN over the keys under the store's prefix (never
- * blocking the server: one step of {@link SCAN_COUNT} keys at a time), each
+ * Measures a Redis store: SCAN over the keys under the store's prefix on
+ * every primary (a cluster spreads them over its primaries; never blocking a
+ * server: one step of {@link SCAN_COUNT} keys at a time), each
  * classified by {@link RedisKeys.kindOf}, with `MEMORY USAGE` (default
  * sampling of nested values, so an estimate for streams and large hashes)
  * and `XLEN` for event streams. Cost: O(keys of the store) commands,
@@ -20,24 +21,26 @@ const SCAN_COUNT = 500;
  *
  * @throws the Redis error when a command fails.
  */
-export async function measureRedis(redis: Redis, keys: RedisKeys): Promise<KindSize[]> {
+export async function measureRedis(redis: RedisClient, keys: RedisKeys): Promise<KindSize[]> {
   const records = new Map<StoreKind, number>(STORE_KINDS.map((k) => [k, 0]));
   const bytes = new Map<KindSize["kind"], number>();
-  let cursor = "0";
-  do {
-    const [next, batch] = await redis.scan(cursor, "MATCH", `${globLiteral(keys.base)}*`, "COUNT", SCAN_COUNT);
-    cursor = next;
-    await Promise.all(
-      batch.map(async (key) => {
-        const { kind, counts } = keys.kindOf(key);
-        const [used, n] = await Promise.all([
-          redis.call("MEMORY", "USAGE", key) as Promise<number | null>,
-          counts === "stream" ? redis.xlen(key) : Promise.resolve(counts === "one" ? 1 : 0),
-        ]);
-        bytes.set(kind, (bytes.get(kind) ?? 0) + (used ?? 0));
-        if (kind !== "other") records.set(kind, records.get(kind)! + n);
-      }),
-    );
-  } while (cursor !== "0");
+  for (const node of primaryConnections(redis)) {
+    let cursor = "0";
+    do {
+      const [next, batch] = await node.scan(cursor, "MATCH", `${globLiteral(keys.base)}*`, "COUNT", SCAN_COUNT);
+      cursor = next;
+      await Promise.all(
+        batch.map(async (key) => {
+          const { kind, counts } = keys.kindOf(key);
+          const [used, n] = await Promise.all([
+            node.call("MEMORY", "USAGE", key) as Promise<number | null>,
+            counts === "stream" ? node.xlen(key) : Promise.resolve(counts === "one" ? 1 : 0),
+          ]);
+          bytes.set(kind, (bytes.get(kind) ?? 0) + (used ?? 0));
+          if (kind !== "other") records.set(kind, records.get(kind)! + n);
+        }),
+      );
+    } while (cursor !== "0");
+  }
   return [...STORE_KINDS.map((kind) => ({ kind, records: records.get(kind)!, bytes: bytes.get(kind) ?? 0 })), { kind: "other" as const, bytes: bytes.get("other") ?? 0 }];
 }

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "./redis-client.js";
 import { randomBytes } from "node:crypto";
 import pRetry, { AbortError } from "p-retry";
 import { classifyRedisError, RedisAttemptTimeout } from "./redis-errors.js";
@@ -58,7 +58,7 @@ export class RedisOperation {
    * @param writes true for the operation of a write RPC (its failures say whether anything was written).
    */
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly timeoutMs: number,
     private readonly writes: boolean,
   ) {}
@@ -69,7 +69,7 @@ export class RedisOperation {
   }
 
   /** Runs a request that changes nothing, with retries; see the class comment for what it throws. */
-  read<T>(request: (redis: Redis) => Promise<T>): Promise<T> {
+  read<T>(request: (redis: RedisClient) => Promise<T>): Promise<T> {
     return this.attempt(false, request);
   }
 
@@ -92,7 +92,7 @@ export class RedisOperation {
     return Math.min(250, this.timeoutMs / 4);
   }
 
-  private async attempt<T>(write: boolean, request: (redis: Redis) => Promise<T>): Promise<T> {
+  private async attempt<T>(write: boolean, request: (redis: RedisClient) => Promise<T>): Promise<T> {
     let cause = "no attempt made";
     let last: unknown = new RedisAttemptTimeout("no time left");
     try {
@@ -151,7 +151,7 @@ export class RedisOperations {
    * @param timeoutMs `--store-timeout` in milliseconds.
    */
   constructor(
-    readonly redis: Redis,
+    readonly redis: RedisClient,
     readonly timeoutMs: number,
   ) {}
 
@@ -161,7 +161,7 @@ export class RedisOperations {
   }
 
   /** Runs one request that changes nothing as its own bounded, retried operation. */
-  read<T>(request: (redis: Redis) => Promise<T>): Promise<T> {
+  read<T>(request: (redis: RedisClient) => Promise<T>): Promise<T> {
     return new RedisOperation(this.redis, this.timeoutMs, false).read(request);
   }
 

@@ -1,9 +1,9 @@
-import type { Redis } from "ioredis";
+import { isCluster, type RedisClient } from "./redis-client.js";
 
 /**
  * A Lua script run atomically on the Redis server with EVALSHA (ioredis loads
  * it on first use). Each script documents its KEYS and ARGV at the top of its
- * source (DESIGN.md principle 4). Declare scripts with {@link redisScript} so
+ * source (docs/DESIGN.md principle 4). Declare scripts with {@link redisScript} so
  * that {@link defineRedisScripts} can put every one of them on a connection
  * before it carries traffic.
  *
@@ -35,7 +35,7 @@ function recorded(script: RedisScript): boolean {
 }
 
 /**
- * Operation records (issue 9, DESIGN.md principle 2): how a write stays
+ * Operation records (issue 9, docs/DESIGN.md principle 2): how a write stays
  * exactly-once when its reply is lost and the caller retries.
  *
  * The server picks a fresh random operation id for each RPC and reuses it
@@ -99,7 +99,7 @@ export interface OpRecord {
  * refuse the write, or returns a promise the write waits for (rejecting
  * refuses it).
  */
-const writeGuards = new WeakMap<Redis, () => void | Promise<void>>();
+const writeGuards = new WeakMap<RedisClient, () => void | Promise<void>>();
 
 /**
  * Installs `check` on `redis`: every script not marked `readOnly` runs it
@@ -108,7 +108,7 @@ const writeGuards = new WeakMap<Redis, () => void | Promise<void>>();
  * writes while the server is not known to be durable, and to hold them while
  * it is checked again after a reconnect (redis-connection.ts).
  */
-export function guardRedisWrites(redis: Redis, check: () => void | Promise<void>): void {
+export function guardRedisWrites(redis: RedisClient, check: () => void | Promise<void>): void {
   writeGuards.set(redis, check);
 }
 
@@ -126,9 +126,15 @@ export function redisScript(script: RedisScript): RedisScript {
 
 type ScriptRunner = (numberOfKeys: number, ...keysAndArgs: Array<string | Buffer | Uint8Array | number>) => Promise<unknown>;
 
-function define(redis: Redis, script: RedisScript): void {
+function define(redis: RedisClient, script: RedisScript): void {
   const r = redis as unknown as Record<string, ScriptRunner>;
-  if (typeof r[script.name] !== "function") redis.defineCommand(script.name, { lua: recorded(script) ? OP_RECORD_LUA + script.lua : script.lua });
+  if (typeof r[script.name] === "function") return;
+  redis.defineCommand(script.name, { lua: recorded(script) ? OP_RECORD_LUA + script.lua : script.lua });
+  // A cluster client groups auto-pipelined commands by the slot of their first
+  // argument, which for a script is its key count, not a key: scripts for
+  // different nodes would share a pipeline, and it fails whole. Scripts are sent
+  // one by one instead (still without waiting for each other's replies).
+  if (isCluster(redis)) redis.options.autoPipeliningIgnoredCommands!.push(script.name);
 }
 
 /**
@@ -141,11 +147,11 @@ function define(redis: Redis, script: RedisScript): void {
  * function" and the pipeline's replies no longer line up with its callbacks,
  * which throws a TypeError inside ioredis and ends the process.
  */
-export function defineRedisScripts(redis: Redis): void {
+export function defineRedisScripts(redis: RedisClient): void {
   for (const script of declared) define(redis, script);
 }
 
-function runner(redis: Redis, script: RedisScript, buffers: boolean): ScriptRunner {
+function runner(redis: RedisClient, script: RedisScript, buffers: boolean): ScriptRunner {
   const admitted = script.readOnly === true ? undefined : writeGuards.get(redis)?.();
   // Scripts not declared with redisScript (tests) are defined here, on first use.
   define(redis, script);
@@ -157,7 +163,7 @@ function runner(redis: Redis, script: RedisScript, buffers: boolean): ScriptRunn
 
 type ScriptArg = string | Buffer | Uint8Array | number;
 
-function call(redis: Redis, script: RedisScript, buffers: boolean, keys: string[], args: ScriptArg[], op: OpRecord | undefined): Promise<unknown> {
+function call(redis: RedisClient, script: RedisScript, buffers: boolean, keys: string[], args: ScriptArg[], op: OpRecord | undefined): Promise<unknown> {
   if (recorded(script) !== (op !== undefined)) {
     throw new Error(`${script.name}: ${op === undefined ? "a write script needs an operation record" : "a read-only or idempotent script takes no operation record"}`);
   }
@@ -176,11 +182,11 @@ function call(redis: Redis, script: RedisScript, buffers: boolean, keys: string[
  *   {@link StoreFailure} (`not_durable`); or the Redis error (connection
  *   lost, error reply), which redis-operation.ts classifies.
  */
-export function runScript(redis: Redis, script: RedisScript, keys: string[], args: ScriptArg[], op?: OpRecord): Promise<unknown> {
+export function runScript(redis: RedisClient, script: RedisScript, keys: string[], args: ScriptArg[], op?: OpRecord): Promise<unknown> {
   return call(redis, script, false, keys, args, op);
 }
 
 /** Like {@link runScript}, but bulk-string replies come back as Buffers (for payloads). */
-export function runScriptBuffer(redis: Redis, script: RedisScript, keys: string[], args: ScriptArg[], op?: OpRecord): Promise<unknown> {
+export function runScriptBuffer(redis: RedisClient, script: RedisScript, keys: string[], args: ScriptArg[], op?: OpRecord): Promise<unknown> {
   return call(redis, script, true, keys, args, op);
 }

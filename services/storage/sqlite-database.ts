@@ -302,6 +302,18 @@ export class SqliteDatabase extends EventEmitter {
   }
 
   /**
+   * Posts the calls made so far in this turn of the event loop to their
+   * workers now rather than when the turn ends (calls are otherwise sent
+   * together at its end): for a caller about to keep this thread busy, so
+   * that the workers start on them meanwhile (the session store projects a
+   * snapshot while its first staged chunk is written; issue 12).
+   */
+  postNow(): void {
+    this.writer.flush();
+    if (this.reader !== this.writer) this.reader.flush();
+  }
+
+  /**
    * Runs an inline read on this thread's connection. Returns undefined when
    * the read must go to the reader worker: the row is too large
    * ({@link NeedsWorker}) or the connection is busy.

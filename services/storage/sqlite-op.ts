@@ -44,7 +44,7 @@ export class NeedsWorker extends Error {
  * One named SQLite operation, run on the worker thread that owns the
  * connection. `write` operations run inside the shared group-commit
  * transaction, each under its own savepoint, and are answered only after
- * COMMIT returns (so OK means durable, DESIGN.md principle 1). `read`
+ * COMMIT returns (so OK means durable, docs/DESIGN.md principle 1). `read`
  * operations run on the reader worker's read-only connection and see every
  * write answered before they were called (WAL: a new read transaction sees
  * every commit). An `inline` read is a point read that runs on the main

@@ -24,7 +24,7 @@ export function readDurabilitySettings(db: Database.Database): SqliteDurabilityS
 }
 
 /**
- * Sets the connection pragmas DESIGN.md "Backends" requires: WAL journal,
+ * Sets the connection pragmas docs/DESIGN.md "Backends" requires: WAL journal,
  * `synchronous=FULL` (a commit is fsynced before it returns, so OK means
  * durable), foreign keys, and a busy timeout so that two server processes on
  * one file wait for each other instead of failing. With `durable` false

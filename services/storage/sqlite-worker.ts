@@ -14,7 +14,7 @@
  * passed is dropped unstarted. Errors cross to the main thread as SQLite's
  * message plus its extended code (`sqliteCode`), which sqlite-failure.ts
  * classifies. Because the connection lives here, a 64 MiB snapshot write never
- * blocks the main thread's event loop (DESIGN.md "Backends"). Each `replies`
+ * blocks the main thread's event loop (docs/DESIGN.md "Backends"). Each `replies`
  * message also reports its group commit, if there was one (`commit`: start
  * and end in epoch milliseconds, number of writes), for tracing and the
  * group-commit size metric (issue 14). Large byte arrays in the replies are

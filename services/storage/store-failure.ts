@@ -1,6 +1,6 @@
 /**
  * Why a store could not do what it was asked, when the cause lies in the
- * infrastructure rather than in the request (DESIGN.md principle 2, issue 9):
+ * infrastructure rather than in the request (docs/DESIGN.md principle 2, issue 9):
  *
  * - `unreachable`: the backend could not be reached, or did not answer within
  *   `--store-timeout`, before anything was sent that could change it; nothing

@@ -1,12 +1,13 @@
-import type { Redis } from "ioredis";
-import type { Backend, BackendOptions } from "./backend.js";
-import { connectRedis, StartupError } from "./redis-connection.js";
+import type { RedisClient } from "./redis-client.js";
+import { KNOWN_STORES, type Backend, type BackendOptions } from "./backend.js";
+import { StartupError } from "./redis-connection.js";
+import { connectRedisClient, isRedisStoreUrl } from "./redis-client.js";
 import { RedisKeys } from "./redis-keys.js";
 import { measureRedis } from "./redis-measure.js";
 import { SqliteDatabase } from "./sqlite-database.js";
 import type { KindSize } from "./store-kinds.js";
 
-type Measured = { kind: "sqlite"; db: SqliteDatabase } | { kind: "redis"; redis: Redis; keys: RedisKeys };
+type Measured = { kind: "sqlite"; db: SqliteDatabase } | { kind: "redis"; redis: RedisClient; keys: RedisKeys };
 
 /**
  * Measures a store's size per kind (issue 14: the `mecatl_drivers_store_*`
@@ -54,12 +55,12 @@ export class StoreMeter {
         throw new StartupError(`${(err as Error).message}; check the path in --store`);
       }
     }
-    if (store.startsWith("redis://") || store.startsWith("rediss://")) {
-      const redis = await connectRedis({ ...options.redis, durability: "relaxed", url: store });
+    if (isRedisStoreUrl(store)) {
+      const redis = await connectRedisClient({ ...options.redis, durability: "relaxed", url: store });
       const keys = new RedisKeys(options.redisKeyPrefix ?? "mecatl-drivers:");
       return new StoreMeter({ kind: "redis", redis, keys }, async () => void (await redis.quit().catch(() => redis.disconnect())));
     }
-    throw new StartupError(`--store ${JSON.stringify(store)} is not a known store; use sqlite:PATH, redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]`);
+    throw new StartupError(`--store ${JSON.stringify(store)} is not a known store; ${KNOWN_STORES.replace("sqlite::memory:, ", "")}`);
   }
 
   /**

@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startServer, type ServerProcess } from "../helpers/server.js";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { MAIN, startServer, type ServerProcess } from "../helpers/server.js";
 import { finished, runCli, spawnCli } from "../helpers/cli.js";
 import { METRICS_FLAGS } from "../helpers/metrics.js";
 import { watchParks } from "../helpers/event-log.js";
@@ -148,7 +150,7 @@ describe("mecatl-drivers operator commands against a real server", () => {
     expect(remote.stderr).toContain("CLEARTEXT");
     expect(remote.stderr).toContain("--driver-tls");
     const caWithoutTls = await runCli(["sessions", "list", ...ss, "--driver-tls-ca", "/x.pem"]);
-    expect(caWithoutTls.code).toBe(2);
+    expect([caWithoutTls.code, caWithoutTls.stderr]).toEqual([2, "mecatl-drivers: --driver-tls-ca requires --driver-tls\n"]);
     const noOwner = await runCli(["leases", "renew", "x", "--token", "1", ...ss]);
     expect(noOwner.code).toBe(2);
     expect(noOwner.stderr).toContain("--owner");
@@ -413,12 +415,151 @@ describe("mecatl-drivers operator commands against a real server", () => {
     expect(mine.every((s) => s.State.Enabled === false)).toBe(true);
   });
 
+  test("events append --file checks every line before sending any: a bad line 3 appends nothing and is named (issue 14)", async () => {
+    const file = join(dir, "bad-line.jsonl");
+    writeFileSync(file, '{"n":1}\n{"n":2}\n{oops\n{"n":4}\n');
+    const bad = await runCli(["events", "append", "cli-bad-line", "--file", file, ...el]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain(`--file ${file} line 3 is not JSON`);
+    expect(bad.stderr).toContain("nothing was appended");
+    writeFileSync(file, '{"n":1}\n\n[1,2]\n');
+    const notObject = await runCli(["events", "append", "cli-bad-line", "--file", file, ...el]);
+    expect([notObject.code, notObject.stderr]).toEqual([2, expect.stringContaining("line 3 is not a JSON object")]);
+    const stored: unknown[] = [];
+    for await (const r of clients.eventLog!.readAfter("cli-bad-line")) stored.push(r);
+    expect(stored).toEqual([]);
+  });
+
+  test("sessions delete with one blank id deletes nothing and names the argument (issue 14)", async () => {
+    await clients.sessionStore!.save("cli-keep", enc({ id: "cli-keep" }));
+    const r = await runCli(["sessions", "delete", "cli-keep", "", ...ss]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('session id 2 of 2 ("") is required and must not be blank; nothing was deleted');
+    expect(r.stdout).toBe("");
+    expect((await clients.sessionStore!.load("cli-keep")).payload).toEqual(enc({ id: "cli-keep" }));
+    const tooLong = await runCli(["schedules", "delete", "x", "y".repeat(16 * 1024 + 1), ...sc]);
+    expect([tooLong.code, tooLong.stderr]).toEqual([2, expect.stringContaining("schedule name 2 of 2")]);
+  });
+
+  test("schedules disable of a known and an unknown name reports each, and exits 1 (issue 14)", async () => {
+    await clients.scheduleStore!.saveSchedule({
+      Spec: { Name: "cli-part-a", Prompt: "p", Trigger: { Cron: "0 3 * * *", OneShot: ZERO_TIME }, MaxFires: 0 },
+      State: { NextFireAt: formatNanos(1_800_000_000n * 1_000_000_000n), LastFireAt: ZERO_TIME, FireCount: 0, Enabled: true },
+    });
+    const r = await runCli(["schedules", "disable", "cli-part-nosuch", "cli-part-a", ...sc]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("disabled cli-part-a\n");
+    expect(r.stderr).toMatch(/cli-part-nosuch: .*not found/);
+    expect(r.stderr).toContain("1 of 2 disabled; not disabled: cli-part-nosuch");
+    expect((await clients.scheduleStore!.loadSchedule("cli-part-a")).State.Enabled).toBe(false);
+    const json = await runCli(["schedules", "enable", "cli-part-a", "cli-part-nosuch", "--json", ...sc]);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toEqual({ enabled: ["cli-part-a"], failed: [{ id: "cli-part-nosuch", error: expect.stringContaining("not found") }] });
+    expect((await clients.scheduleStore!.loadSchedule("cli-part-a")).State.Enabled).toBe(true);
+  });
+
+  test("a missing or unreadable --file exits 2 naming the flag and the path, in every command (issue 14)", async () => {
+    const missing = join(dir, "no-such-file.json");
+    for (const words of [
+      ["sessions", "save", "cli-nofile", ...ss],
+      ["sessions", "create", "cli-nofile", ...ss],
+      ["events", "append", "cli-nofile", ...el],
+    ]) {
+      const r = await runCli([...words, "--file", missing]);
+      expect([r.code, r.stderr], words.join(" ")).toEqual([2, `mecatl-drivers: cannot read --file ${missing}: no such file\n`]);
+      const isDir = await runCli([...words, "--file", dir]);
+      expect([isDir.code, isDir.stderr], words.join(" ")).toEqual([2, expect.stringContaining(`cannot read --file ${dir}: EISDIR`)]);
+    }
+  });
+
+  test("sessions get --payload and --out write a payload that is not JSON verbatim; the summary says the harness would refuse it (issue 14)", async () => {
+    const bytes = new Uint8Array([0x6e, 0x6f, 0x74, 0x20, 0x6a, 0x73, 0x6f, 0x6e, 0x00, 0xff, 0x0a]);
+    await clients.sessionStore!.save("cli-raw", bytes);
+    const raw = await promisify(execFile)(process.execPath, [MAIN, "sessions", "get", "cli-raw", "--payload", ...ss], { encoding: "buffer" });
+    expect(new Uint8Array(raw.stdout)).toEqual(bytes);
+    const out = join(dir, "raw.bin");
+    const written = await runCli(["sessions", "get", "cli-raw", "--out", out, ...ss]);
+    expect(written.code).toBe(0);
+    expect(new Uint8Array(readFileSync(out))).toEqual(bytes);
+    const summary = await runCli(["sessions", "get", "cli-raw", ...ss]);
+    expect(summary.code).toBe(0);
+    expect(summary.stdout).toMatch(/bytes\s+11/);
+    expect(summary.stderr).toContain("the harness would refuse to load this snapshot");
+    const badOut = await runCli(["sessions", "get", "cli-raw", "--out", join(dir, "no", "such", "dir.bin"), ...ss]);
+    expect([badOut.code, badOut.stderr]).toEqual([2, expect.stringContaining("cannot write --out")]);
+  });
+
+  test("sessions list escapes control characters in ids, so a row stays one line and no escape sequence reaches the terminal (issue 14)", async () => {
+    const id = "cli-ctl\nsecond-line\x1b[31mred\x1b[0m";
+    await clients.sessionStore!.save(id, enc({ id }));
+    const r = await runCli(["sessions", "list", ...ss]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).not.toContain("\x1b");
+    const row = r.stdout.split("\n").find((l) => l.includes("cli-ctl"));
+    expect(row?.trimEnd().endsWith("cli-ctl\\nsecond-line\\x1b[31mred\\x1b[0m")).toBe(true);
+    expect(r.stdout).not.toMatch(/^second-line/m);
+    const json = JSON.parse((await runCli(["sessions", "list", "--json", ...ss])).stdout) as Array<{ sessionId: string }>;
+    expect(json.map((x) => x.sessionId)).toContain(id);
+    expect((await runCli(["sessions", "delete", id, ...ss])).stdout).toBe("deleted cli-ctl\\nsecond-line\\x1b[31mred\\x1b[0m\n");
+  });
+
+  test("sessions list with only one of --owner-issuer/--owner-subject is a usage error", async () => {
+    for (const flag of ["--owner-issuer", "--owner-subject"]) {
+      const r = await runCli(["sessions", "list", flag, "x", ...ss]);
+      expect([r.code, r.stderr]).toEqual([2, expect.stringContaining("--owner-issuer and --owner-subject go together")]);
+    }
+  });
+
+  test("sessions lineage of a deleted session points at --incarnation", async () => {
+    const inc = newIncarnation();
+    await clients.sessionStore!.create("cli-gone", sessnap({ id: "cli-gone", incarnation: inc }));
+    await clients.sessionStore!.delete("cli-gone");
+    const r = await runCli(["sessions", "lineage", "cli-gone", ...ss]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("for a deleted session give its incarnation with --incarnation");
+    const byInc = await runCli(["sessions", "lineage", "cli-gone", "--incarnation", inc, ...ss]);
+    expect(byInc.code).toBe(0);
+    expect(byInc.stdout).toMatch(/cli-gone\s+inc_\S+\s+\S+\s+pruned/);
+  });
+
   test("health exits 0 when every named service is SERVING", async () => {
     const r = await runCli(["health", ...ss, ...el, ...sl, ...sc, "--json"]);
     expect(r.code).toBe(0);
     const rows = JSON.parse(r.stdout) as Array<{ service: string; status: string }>;
     expect(rows.map((x) => x.service)).toEqual(["(server)", "mecatl.driver.v1.SessionStoreService", "mecatl.driver.v1.EventLogService", "mecatl.driver.v1.SessionLeaseService", "mecatl.driver.v1.ScheduleStoreService"]);
     expect(rows.every((x) => x.status === "SERVING")).toBe(true);
+  });
+});
+
+describe("events append --file when the server refuses one event", () => {
+  let server: ServerProcess;
+  let dir: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "mecatl-cli-partial-"));
+    // A 512 KiB event counts three times against a 1 MiB budget: refused at once (RESOURCE_EXHAUSTED).
+    server = await startServer(["event-log", "--store", "sqlite::memory:", "--max-inflight-bytes", "1MB"]);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("reports what was appended and what was not, and exits 1 (issue 14)", async () => {
+    const file = join(dir, "events.jsonl");
+    writeFileSync(file, ['{"n":1}', '{"n":2}', JSON.stringify({ n: 3, big: "z".repeat(512 * 1024) }), '{"n":4}', ""].join("\n"));
+    const r = await runCli(["events", "append", "cli-partial", "--file", file, "--event-log-url", server.address]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/^appended 2 event\(s\) to cli-partial; resume after them with --cursor \S+\n$/);
+    expect(r.stderr).toContain(`--file ${file} line 3: `);
+    expect(r.stderr).toContain("2 of 4 event(s) appended (the ones before it); the 1 after it were not sent");
+    const clients = await openDriverClients({ eventLogUrl: server.address });
+    try {
+      const stored: number[] = [];
+      for await (const rec of clients.eventLog!.readAfter("cli-partial")) if (rec.kind === "event") stored.push(JSON.parse(Buffer.from(rec.payload).toString("utf8")).n);
+      expect(stored).toEqual([1, 2]);
+    } finally {
+      clients.close();
+    }
   });
 });
 

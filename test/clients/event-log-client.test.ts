@@ -132,7 +132,7 @@ describe.each(allBackends())("EventLogClient against a real server on $name", (b
     expect((err as CursorMalformedError).sessionId).toBe("el-other");
   });
 
-  test("deleting the session expires its cursors, even for a parked follower (3.6, DESIGN.md event log)", async () => {
+  test("deleting the session expires its cursors, even for a parked follower (3.6, docs/DESIGN.md event log)", async () => {
     const cursor = await log.append("el-reset", ev(1));
     const ac = new AbortController();
     const parks = await watchParks(served.server);

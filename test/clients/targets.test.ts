@@ -103,8 +103,12 @@ describe("driver flags (section 6)", () => {
   });
 
   test("CA, certificate or key without --driver-tls is an error; a certificate needs its key", () => {
-    for (const args of [["--driver-tls-ca", "/x"], ["--driver-tls-cert", "/x", "--driver-tls-key", "/y"], ["--driver-tls-key", "/y"]]) {
-      expect(() => driverClientOptions(parse(args))).toThrow(/require --driver-tls/);
+    for (const [args, message] of [
+      [["--driver-tls-ca", "/x"], "--driver-tls-ca requires --driver-tls"],
+      [["--driver-tls-cert", "/x", "--driver-tls-key", "/y"], "--driver-tls-cert, --driver-tls-key require --driver-tls"],
+      [["--driver-tls-key", "/y"], "--driver-tls-key requires --driver-tls"],
+    ] as const) {
+      expect(() => driverClientOptions(parse([...args]))).toThrow(message);
     }
     expect(() => driverClientOptions(parse(["--driver-tls", "--driver-tls-cert", "/x"]))).toThrow(/go together/);
     expect(() => driverClientOptions(parse(["--driver-tls", "--driver-tls-ca", "/no/such/file"]))).toThrow(/--driver-tls-ca/);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Code, type Client } from "@connectrpc/connect";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { ScheduleStoreService } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
-import { allBackends, type TestBackend } from "../helpers/backends.js";
+import { conformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient, harnessClient, HARNESS_MESSAGE_BYTES } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
@@ -33,7 +33,7 @@ function longIds(prefix: string, n: number, bytes = MAX_ID_BYTES): string[] {
  * harness's 64 MiB message limit is RESOURCE_EXHAUSTED naming the count and
  * the limit, and the server goes on answering.
  */
-describe.each(allBackends())("answers bounded by the 64 MiB message limit on $name", (backend: TestBackend) => {
+describe.each(conformanceBackends())("answers bounded by the 64 MiB message limit on $name", (backend: TestBackend) => {
   let server: ServerProcess;
   let sessions: Client<typeof SessionStoreService>;
   let harnessSessions: Client<typeof SessionStoreService>;

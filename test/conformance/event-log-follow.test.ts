@@ -2,11 +2,12 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Code, type Client } from "@connectrpc/connect";
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
-import { allBackends, sharedBackends, type TestBackend } from "../helpers/backends.js";
+import { conformanceBackends, sharedConformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
 import { waitFor } from "../helpers/wait.js";
+import { inParallel } from "../helpers/seed.js";
 import { METRICS_FLAGS, serverMetric } from "../helpers/metrics.js";
 import { appendSeqs, body, decodeEnvelope, ev, expectReason, openFollow, readAfterAll, readBodies, seqsOf, take, type EventLogClient, type FollowStream, parkedFollow } from "../helpers/event-log.js";
 
@@ -24,7 +25,7 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-describe.each(sharedBackends())("EventLogService follow across two server processes on $name", (backend: TestBackend) => {
+describe.each(sharedConformanceBackends())("EventLogService follow across two server processes on $name", (backend: TestBackend) => {
   let a: ServerProcess;
   let b: ServerProcess;
   let logA: EventLogClient;
@@ -134,7 +135,7 @@ describe.each(sharedBackends())("EventLogService follow across two server proces
   });
 });
 
-describe.each(allBackends())("EventLogService follow limits on $name", (backend: TestBackend) => {
+describe.each(conformanceBackends())("EventLogService follow limits on $name", (backend: TestBackend) => {
   let server: ServerProcess;
   let log: EventLogClient;
 
@@ -171,10 +172,12 @@ describe.each(allBackends())("EventLogService follow limits on $name", (backend:
     const id = "lagging";
     const [first] = await appendSeqs(log, id, [0]);
     const { stream, outcome: pending } = await parkedFollow(log, server, id, first);
-    // The client reads nothing while 200 × 32 KiB records are appended: far beyond what
-    // HTTP/2 flow control lets the server push, so the follower falls behind.
-    const filler = "z".repeat(32 * 1024);
+    // The client reads nothing while 200 × 128 KiB records are appended: 25 MiB, far beyond what
+    // HTTP/2 flow control and the socket buffers let the server push, so the follower stalls
+    // more than --follow-buffer records behind, and is cut off --follow-stall later.
+    const filler = "z".repeat(128 * 1024);
     for (let seq = 1; seq <= 200; seq++) await log.append({ sessionId: id, event: ev({ seq, text: filler }) });
+    await waitFor(async () => (await followersGauge()) === 0, 15_000, "the stalled follower to be cut off");
     const got = [];
     let failure: unknown;
     try {
@@ -190,6 +193,22 @@ describe.each(allBackends())("EventLogService follow limits on $name", (backend:
     const rest = await readAfterAll(log, { sessionId: id, cursor: resume });
     expect(seqsOf(rest)).toEqual(Array.from({ length: 200 - got.length }, (_, i) => got.length + i + 1));
     await waitFor(async () => (await followersGauge()) === 0, 10_000, "the lagging follower to be released");
+  });
+
+  test("a follower that keeps reading through a burst far past --follow-buffer is never cut off (it holds no queue)", async () => {
+    const id = "burst";
+    const [first] = await appendSeqs(log, id, [0]);
+    const { stream, outcome: pending } = await parkedFollow(log, server, id, first);
+    // 400 appends, 32 in flight, to a follower allowed 16 records of lag: it falls behind by far
+    // more than 16 while it reads, but it reads the whole time.
+    const seqs = Array.from({ length: 400 }, (_, i) => i + 1);
+    const appended = inParallel(seqs, 32, (seq) => log.append({ sessionId: id, event: ev({ seq }) }));
+    const got = [await pending, ...(await take(stream, seqs.length - 1))];
+    await appended;
+    expect(positions(got)).toEqual(seqs.map((s) => s + 1));
+    expect([...seqsOf(got)].sort((a, b) => a - b)).toEqual(seqs);
+    stream.cancel();
+    await waitFor(async () => (await followersGauge()) === 0, 10_000, "the follower to be released");
   });
 
   test("many followers of one session all receive each append once, in order", async () => {

@@ -3,7 +3,7 @@ import { Code, type Client } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
-import { allBackends, type TestBackend } from "../helpers/backends.js";
+import { conformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
@@ -25,7 +25,7 @@ import {
   type EventLogClient,
 } from "../helpers/event-log.js";
 
-describe.each(allBackends())("EventLogService on $name", (backend: TestBackend) => {
+describe.each(conformanceBackends())("EventLogService on $name", (backend: TestBackend) => {
   let server: ServerProcess;
   let client: EventLogClient;
   let sessions: Client<typeof SessionStoreService>;

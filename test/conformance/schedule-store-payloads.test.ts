@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, test } from "vitest";
 import { Code, type Client } from "@connectrpc/connect";
 import { ScheduleStoreService } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
-import { allBackends, type TestBackend } from "../helpers/backends.js";
+import { conformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { serveSchedules } from "../helpers/schedule-server.js";
 import { expectCode } from "../helpers/errors.js";
 import { fireRecord, iso, OWNED, PENDING, rawScheduleRecord, readFire, readSchedule, scheduleRecord, state, T0, ts, V1 } from "../helpers/schedules.js";
@@ -14,7 +14,7 @@ const enc = new TextEncoder();
  * any offset, fire records come back as sent; and the bad-request tables of
  * 8.14 answer INVALID_ARGUMENT naming the field and store nothing.
  */
-describe.each(allBackends())("schedule payloads on $name", (backend: TestBackend) => {
+describe.each(conformanceBackends())("schedule payloads on $name", (backend: TestBackend) => {
   const ctx = serveSchedules(backend);
 
   const load = async (name: string) => readSchedule((await ctx.client.loadSchedule({ name })).schedule);

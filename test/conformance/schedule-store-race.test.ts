@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { ScheduleOneShotReArmerService, ScheduleStoreService } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
-import { sharedBackends, type TestBackend } from "../helpers/backends.js";
+import { sharedConformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { fireRecord, iso, readSchedule, scheduleRecord, T0, ts } from "../helpers/schedules.js";
@@ -24,7 +24,7 @@ function outcome(results: PromiseSettledResult<unknown>[], code: Code): number {
  * The at-most-once fence across processes (wire-contract.md 5.5): two server
  * processes on one store, racing claims and re-arms for the same schedule.
  */
-describe.each(sharedBackends())("schedule races across two processes on $name", (backend: TestBackend) => {
+describe.each(sharedConformanceBackends())("schedule races across two processes on $name", (backend: TestBackend) => {
   let servers: ServerProcess[] = [];
   let clients: Array<Client<typeof ScheduleStoreService>> = [];
   let rearmers: Array<Client<typeof ScheduleOneShotReArmerService>> = [];

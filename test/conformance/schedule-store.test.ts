@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { Code } from "@connectrpc/connect";
-import { allBackends, type TestBackend } from "../helpers/backends.js";
+import { conformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { serveSchedules } from "../helpers/schedule-server.js";
 import { expectCode } from "../helpers/errors.js";
 import { fireRecord, iso, OWNED, PENDING, rawScheduleRecord, readFire, readSchedule, scheduleRecord, T0, ts, V1, ZERO, type SpecInit, type State } from "../helpers/schedules.js";
@@ -11,7 +11,7 @@ import { fireRecord, iso, OWNED, PENDING, rawScheduleRecord, readFire, readSched
  * server-side cases of schedulestore_test.go (8.14), and the deletion rules
  * of section 5.5.
  */
-describe.each(allBackends())("ScheduleStoreService on $name", (backend: TestBackend) => {
+describe.each(conformanceBackends())("ScheduleStoreService on $name", (backend: TestBackend) => {
   const ctx = serveSchedules(backend);
 
   const save = (spec: SpecInit, st: Partial<State> = {}) => ctx.client.saveSchedule({ name: spec.Name, schedule: scheduleRecord(spec, st) });

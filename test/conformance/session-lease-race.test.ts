@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { SessionLeaseService, type Lease } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
-import { sharedBackends, type TestBackend } from "../helpers/backends.js";
+import { sharedConformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
@@ -29,7 +29,7 @@ async function race(clients: LeaseClient[], sessionId: string, round: number): P
   return granted[0]!;
 }
 
-describe.each(sharedBackends())("SessionLeaseService across two server processes on $name", (backend: TestBackend) => {
+describe.each(sharedConformanceBackends())("SessionLeaseService across two server processes on $name", (backend: TestBackend) => {
   let servers: ServerProcess[] = [];
   let clients: LeaseClient[];
   let shortClients: LeaseClient[];

@@ -2,12 +2,11 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Code, type Client } from "@connectrpc/connect";
 import Database from "better-sqlite3";
 import { SessionLeaseService, type Lease } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
-import { allBackends, type TestBackend } from "../helpers/backends.js";
+import { conformanceBackends, DEFAULT_KEYS, rawRedis, type BackendSetup, type TestBackend } from "../helpers/backends.js";
 import { execFileSync } from "node:child_process";
 import { MAIN, runServeExpectingFailure, startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
-import type { SpawnedRedis } from "../helpers/redis-server.js";
 import { timestampMillis, timestampNanos, waitPast, waitUntilBefore } from "../helpers/lease.js";
 
 type LeaseClient = Client<typeof SessionLeaseService>;
@@ -22,9 +21,9 @@ function held(lease: Lease | undefined): Lease {
   return lease!;
 }
 
-describe.each(allBackends())("SessionLeaseService on $name", (backend: TestBackend) => {
+describe.each(conformanceBackends())("SessionLeaseService on $name", (backend: TestBackend) => {
   let store: string;
-  let redis: SpawnedRedis | undefined;
+  let setup: BackendSetup;
   let server: ServerProcess;
   let client: LeaseClient;
   /** A second server on the same store with a 1 s TTL, for the expiry cases (real waiting). */
@@ -32,7 +31,8 @@ describe.each(allBackends())("SessionLeaseService on $name", (backend: TestBacke
   let shortClient: LeaseClient;
 
   beforeAll(async () => {
-    ({ store, redis } = await backend.setup());
+    setup = await backend.setup();
+    store = setup.store;
     [server, short] = await Promise.all([
       startServer(["session-lease", "--store", store]),
       startServer(["session-lease", "--store", store, "--lease-ttl", "1s"]),
@@ -279,9 +279,9 @@ describe.each(allBackends())("SessionLeaseService on $name", (backend: TestBacke
   test.runIf(backend.shared)("tokens use all of uint64 exactly, and an id past 2^64 - 1 is RESOURCE_EXHAUSTED", async () => {
     // White-box seed: put the id's high-water mark at 2^64 - 2 behind the server's back.
     const id = "near-max";
-    if (redis !== undefined) {
-      const r = redis.client();
-      await r.hset(`mecatl-drivers:v1:session:{${id}}:lease`, "high_water", (MAX_TOKEN - 1n).toString());
+    const r = rawRedis(setup);
+    if (r !== undefined) {
+      await r.hset(DEFAULT_KEYS.lease(id), "high_water", (MAX_TOKEN - 1n).toString());
       r.disconnect();
     } else {
       const db = new Database(store.slice("sqlite:".length));

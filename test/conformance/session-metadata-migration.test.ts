@@ -17,6 +17,7 @@ import { principalScopeHash } from "../../common/principal-scope.js";
 import { legacyIncarnation } from "../../common/incarnation.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { spawnRedis } from "../helpers/redis-server.js";
+import { DEFAULT_KEYS } from "../helpers/backends.js";
 import { grpcClient } from "../helpers/clients.js";
 import { newIncarnation, sessnap } from "../helpers/sessnap.js";
 
@@ -88,7 +89,8 @@ async function oldRedis(): Promise<OldStore> {
     },
     async migrated() {
       const c = redis.client();
-      const v = await c.hget(`${base}session-meta:{m-config}`, "migrated");
+      // The metadata layout version is recorded in the store's configuration (key layout v2 since issue 13).
+      const v = await c.hget(DEFAULT_KEYS.config(), "migrated");
       c.disconnect();
       return `layout ${v}`;
     },

@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, test } from "vitest";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { SessionStoreService, type SessionMetadataCursor, type SessionMetadataEntry } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { compareIdBytes } from "../../common/byte-order.js";
-import { allBackends, type TestBackend } from "../helpers/backends.js";
+import { conformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { serveService } from "../helpers/driver-server.js";
 import { sessnap } from "../helpers/sessnap.js";
 
@@ -25,7 +25,7 @@ function after(a: SessionMetadataEntry, b: SessionMetadataEntry): boolean {
   return tb < ta || (tb === ta && compareIdBytes(b.sessionId, a.sessionId) > 0);
 }
 
-describe.each(allBackends())("metadata pages under racing writers on $name", (backend: TestBackend) => {
+describe.each(conformanceBackends())("metadata pages under racing writers on $name", (backend: TestBackend) => {
   const served = serveService(backend, "session-store", SessionStoreService);
   let client: Client<typeof SessionStoreService>;
   beforeAll(() => {

@@ -11,7 +11,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { PageSessionMetadataRequestSchema } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { principalScopeHash } from "../../common/principal-scope.js";
 import { nanosToTimestamp } from "../../services/rpc/timestamp.js";
-import { allBackends, type TestBackend } from "../helpers/backends.js";
+import { conformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { serveService } from "../helpers/driver-server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
@@ -24,7 +24,7 @@ const nanos = (t: { seconds: bigint; nanos: number } | undefined) => (t === unde
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
 const scopeOf = (p: TestPrincipal | undefined) => hex(principalScopeHash(p === undefined ? undefined : { issuer: p.Issuer, subject: p.Subject }));
 
-describe.each(allBackends())("session metadata on $name", (backend: TestBackend) => {
+describe.each(conformanceBackends())("session metadata on $name", (backend: TestBackend) => {
   const served = serveService(backend, "session-store", SessionStoreService);
   let client: Client<typeof SessionStoreService>;
   beforeAll(() => {

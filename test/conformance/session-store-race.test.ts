@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
-import { sharedBackends, type TestBackend } from "../helpers/backends.js";
+import { sharedConformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 
-describe.each(sharedBackends())("Create across two server processes on $name", (backend: TestBackend) => {
+describe.each(sharedConformanceBackends())("Create across two server processes on $name", (backend: TestBackend) => {
   let servers: ServerProcess[] = [];
   beforeAll(async () => {
     const { store } = await backend.setup();

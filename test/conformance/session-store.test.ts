@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Code, type Client } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
-import { allBackends, type TestBackend } from "../helpers/backends.js";
+import { conformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
@@ -14,7 +14,7 @@ function snap(text: string | Uint8Array) {
   return { format: FORMAT, payload: typeof text === "string" ? new TextEncoder().encode(text) : text };
 }
 
-describe.each(allBackends())("SessionStoreService on $name", (backend: TestBackend) => {
+describe.each(conformanceBackends())("SessionStoreService on $name", (backend: TestBackend) => {
   let server: ServerProcess;
   let client: Client<typeof SessionStoreService>;
   let store: string;

@@ -145,5 +145,5 @@ describe("copy refusals and verification", () => {
       expect(r.stdout).toMatch(new RegExp(`^${kind} +.*1 differ`, "m"));
       expect(r.stdout).toMatch(new RegExp(`^${kind} "${id}[ "].*: ${what}$`, "m"));
     }
-  });
+  }, 180_000); // nine CLI runs (each a few seconds on a loaded machine)
 });

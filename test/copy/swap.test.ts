@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawnRedis, type SpawnedRedis } from "../helpers/redis-server.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
-import { freePort, waitFor } from "../helpers/wait.js";
+import { freeLowPort, waitFor } from "../helpers/wait.js";
 import { runCli } from "../helpers/cli.js";
 import { openDriverClients, type DriverClients } from "../../clients/factory.js";
 import { runWorkload } from "../../clients/workload/run.js";
@@ -51,7 +51,7 @@ describe.each(SWAPS)("swap %s under the workload", (name, sourceUrl, targetUrl) 
   test("stop the writers, copy, serve the target: every invariant holds across the swap", async () => {
     const from = await sourceUrl();
     const to = await targetUrl();
-    const listen = `127.0.0.1:${await freePort()}`;
+    const listen = `127.0.0.1:${await freeLowPort(27000, 29999)}`;
     const serve = (store: string) => startServer(["--store", store, "--lease-ttl", "20s", "--store-timeout", "1s"], { listen });
     server = await serve(from);
     clients = await openDriverClients({ sessionStoreUrl: listen, eventLogUrl: listen, sessionLeaseUrl: listen, scheduleStoreUrl: listen });

@@ -13,7 +13,7 @@ import { logEntries, metricSample, overallHealth, ServingStatus as Status } from
 /**
  * Durability was verified once, at start. A Redis restarted without
  * `appendonly` (or changed with CONFIG SET) was then used as if it were
- * durable: health SERVING, writes acknowledged (DESIGN.md principle 1). Then
+ * durable: health SERVING, writes acknowledged (docs/DESIGN.md principle 1). Then
  * writes were refused, but as INTERNAL "internal storage error" (issue 9).
  */
 describe("a strict-mode server whose Redis stops being durable", () => {

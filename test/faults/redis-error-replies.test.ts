@@ -5,7 +5,7 @@ import { startRedisBehindProxy, type RedisBehindProxy } from "../helpers/redis-b
 import { expectCode } from "../helpers/errors.js";
 import { ev, readAfterAll } from "../helpers/event-log.js";
 import { readFileSync } from "node:fs";
-import { freePort, waitFor } from "../helpers/wait.js";
+import { waitFor } from "../helpers/wait.js";
 
 const TIMEOUT_MS = 1000;
 
@@ -71,8 +71,9 @@ describe("Redis refusing writes", () => {
   });
 
   test("a read-only replica: UNAVAILABLE within the timeout saying so, nothing written; writes resume when it is primary again", async () => {
-    // A primary that does not exist: the server stays a read-only replica with its data.
-    await admin.replicaof("127.0.0.1", String(await freePort()));
+    // A primary that does not exist (port 1: nothing listens there, and no test process is ever
+    // given it, unlike a port that was free a moment ago): the server stays a read-only replica.
+    await admin.replicaof("127.0.0.1", "1");
     const started = performance.now();
     try {
       const err = await expectCode(append("er-readonly"), Code.Unavailable);

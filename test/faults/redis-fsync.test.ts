@@ -7,7 +7,7 @@ import { writeClients, WRITE_KINDS, type WriteClients } from "../helpers/durable
 import { ackAfterSync, traceSyscalls, traceUnavailable, type Syscall } from "../helpers/syscall-trace.js";
 
 /**
- * "OK means durable" on Redis (DESIGN.md principle 1, issue 15): with
+ * "OK means durable" on Redis (docs/DESIGN.md principle 1, issue 15): with
  * `appendfsync always`, redis-server fsyncs its AOF before it answers, so
  * the driver may acknowledge what Redis acknowledged. When the fsync policy
  * changes under a running server, the durability watch must stop the driver

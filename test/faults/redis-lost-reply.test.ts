@@ -38,7 +38,7 @@ describe("every write RPC with its Redis reply lost", () => {
   /** Runs `call` with the reply of the first script call that names `id` (and every other marker) lost. */
   const lost = <T>(markers: string[], call: () => Promise<T>) => withLostReply(env.proxy, markers, call);
   /** A schedule mutation's commit (not its snapshot read) names the schedule and carries HINCRBY ops. */
-  const commitOf = (name: string) => [`{${name}}`, "HINCRBY"];
+  const commitOf = (name: string) => [`}:${name}:`, "HINCRBY"];
   const save = (spec: SpecInit, st: Partial<State> = {}) => env.clients.schedules.saveSchedule({ name: spec.Name, schedule: scheduleRecord(spec, st) });
   const load = async (name: string) => readSchedule((await env.clients.schedules.loadSchedule({ name })).schedule);
 
@@ -46,13 +46,13 @@ describe("every write RPC with its Redis reply lost", () => {
     test("Save answers OK and Load returns the new snapshot", async () => {
       const { sessions } = env.clients;
       await sessions.save({ sessionId: "lr-save", snapshot: snap("v1") });
-      await lost(["{lr-save}"], () => sessions.save({ sessionId: "lr-save", snapshot: snap("v2") }));
+      await lost(["}:lr-save:"], () => sessions.save({ sessionId: "lr-save", snapshot: snap("v2") }));
       expect((await sessions.load({ sessionId: "lr-save" })).snapshot).toMatchObject(snap("v2"));
     });
 
     test("Create answers OK, not ALREADY_EXISTS, and the session is stored", async () => {
       const { sessions } = env.clients;
-      await lost(["{lr-create}"], () => sessions.create({ sessionId: "lr-create", snapshot: snap("created") }));
+      await lost(["}:lr-create:"], () => sessions.create({ sessionId: "lr-create", snapshot: snap("created") }));
       expect((await sessions.load({ sessionId: "lr-create" })).snapshot).toMatchObject(snap("created"));
       await expectCode(sessions.create({ sessionId: "lr-create", snapshot: snap("again") }), Code.AlreadyExists);
     });
@@ -62,10 +62,10 @@ describe("every write RPC with its Redis reply lost", () => {
       const byOwner = { limit: 10, ownershipEnforced: true, ownerIssuer: "lost", ownerSubject: "reply" };
       const incarnation = newIncarnation();
       const payload = sessnap({ id: "lr-meta", owner: { Issuer: "lost", Subject: "reply" }, incarnation });
-      await lost(["{lr-meta}"], () => sessions.create({ sessionId: "lr-meta", snapshot: { format: "sessnap-json/1", payload } }));
+      await lost(["}:lr-meta:"], () => sessions.create({ sessionId: "lr-meta", snapshot: { format: "sessnap-json/1", payload } }));
       const page = await sessions.pageMetadata(byOwner);
       expect([page.totalCount, page.sessions.map((r) => r.sessionId)]).toEqual([1, ["lr-meta"]]);
-      await lost(["{lr-meta}"], () => sessions.delete({ sessionId: "lr-meta" }));
+      await lost(["}:lr-meta:"], () => sessions.delete({ sessionId: "lr-meta" }));
       expect((await sessions.pageMetadata(byOwner)).totalCount).toBe(0);
       const lineage = await sessions.readLineage({ rootSessionId: "lr-meta", rootIncarnation: incarnation, limit: 10 });
       expect(lineage.records.map((r) => [r.incarnation, r.state])).toEqual([[incarnation, "pruned"]]);
@@ -75,7 +75,7 @@ describe("every write RPC with its Redis reply lost", () => {
       const { sessions, events } = env.clients;
       await sessions.save({ sessionId: "lr-delete", snapshot: snap("doomed") });
       await events.append({ sessionId: "lr-delete", event: ev({ n: 1 }) });
-      await lost(["{lr-delete}"], () => sessions.delete({ sessionId: "lr-delete" }));
+      await lost(["}:lr-delete:"], () => sessions.delete({ sessionId: "lr-delete" }));
       await expectCode(sessions.load({ sessionId: "lr-delete" }), Code.NotFound);
       expect(await readAfterAll(events, { sessionId: "lr-delete" })).toEqual([]);
     });
@@ -84,7 +84,7 @@ describe("every write RPC with its Redis reply lost", () => {
   describe("event log", () => {
     test("Append answers position 1 and the log holds the record once", async () => {
       const { events } = env.clients;
-      const r = await lost(["{lr-append}"], () => events.append({ sessionId: "lr-append", event: ev({ n: 1 }) }));
+      const r = await lost(["}:lr-append:"], () => events.append({ sessionId: "lr-append", event: ev({ n: 1 }) }));
       expect(decodeEnvelope(r.cursor).p).toBe("1");
       const log = await readAfterAll(events, { sessionId: "lr-append" });
       expect(log.map((x) => x.cursor)).toEqual([r.cursor]);
@@ -93,7 +93,7 @@ describe("every write RPC with its Redis reply lost", () => {
     test("AppendGap answers position 2 and the log holds the gap once", async () => {
       const { events } = env.clients;
       await events.append({ sessionId: "lr-gap", event: ev({ n: 1 }) });
-      const r = await lost(["{lr-gap}"], () => events.appendGap({ sessionId: "lr-gap", reason: "lost-reply" }));
+      const r = await lost(["}:lr-gap:"], () => events.appendGap({ sessionId: "lr-gap", reason: "lost-reply" }));
       expect(decodeEnvelope(r.cursor).p).toBe("2");
       const log = await readAfterAll(events, { sessionId: "lr-gap" });
       expect(log.map((x) => [x.kind, x.gapReason])).toEqual([
@@ -106,7 +106,7 @@ describe("every write RPC with its Redis reply lost", () => {
   describe("session lease", () => {
     test("Acquire answers the grant (token 1) the store holds", async () => {
       const { leases } = env.clients;
-      const { lease } = await lost(["{lr-acquire}"], () => leases.acquire({ sessionId: "lr-acquire", owner: "a" }));
+      const { lease } = await lost(["}:lr-acquire:"], () => leases.acquire({ sessionId: "lr-acquire", owner: "a" }));
       expect(lease?.token).toBe(1n);
       await leases.renew({ lease });
       await expectCode(leases.acquire({ sessionId: "lr-acquire", owner: "b" }), Code.FailedPrecondition);
@@ -115,7 +115,7 @@ describe("every write RPC with its Redis reply lost", () => {
     test("Renew answers OK and the lease stays the caller's", async () => {
       const { leases } = env.clients;
       const { lease } = await leases.acquire({ sessionId: "lr-renew", owner: "a" });
-      const renewed = await lost(["{lr-renew}"], () => leases.renew({ lease }));
+      const renewed = await lost(["}:lr-renew:"], () => leases.renew({ lease }));
       expect(renewed.lease?.token).toBe(lease?.token);
       expect(renewed.lease!.expiry!.seconds >= lease!.expiry!.seconds).toBe(true);
       await leases.renew({ lease: renewed.lease });
@@ -124,7 +124,7 @@ describe("every write RPC with its Redis reply lost", () => {
     test("Release answers OK and the next owner gets the next token at once", async () => {
       const { leases } = env.clients;
       const { lease } = await leases.acquire({ sessionId: "lr-release", owner: "a" });
-      await lost(["{lr-release}"], () => leases.release({ lease }));
+      await lost(["}:lr-release:"], () => leases.release({ lease }));
       const next = await leases.acquire({ sessionId: "lr-release", owner: "b" });
       expect(next.lease?.token).toBe(2n);
     });
@@ -197,6 +197,18 @@ describe("every write RPC with its Redis reply lost", () => {
       const fires = (await schedules.listFires({ scheduleName: "lr-fire" })).fires.map(readFire);
       expect(fires.map((f) => [f.ID, f.Stop])).toEqual([["lr-fire-1", "end_turn"]]);
       expect((await load("lr-fire")).state).toMatchObject({ LastFireSessionID: "s1", FireCount: 1, LastFireStartedAt: ZERO });
+    });
+
+    test("a fire mutation whose fire-record lock or apply reply is lost answers OK and stores the fire once (issue 13 two-phase commit)", async () => {
+      const { schedules } = env.clients;
+      await save({ Name: "lr-fire2" }, { NextFireAt: iso(T0), Enabled: true });
+      const fire = { ID: "lr-fire2-1", ScheduleName: "lr-fire2", SessionID: "s2", FiredAt: iso(T0), StartedAt: iso(T0) };
+      // The fire record's steps carry their step name in their operation record key.
+      await lost(["}:lr-fire2-1:", ":lock"], () => schedules.recordFireStart({ name: "lr-fire2", fireId: "lr-fire2-1", fire: fireRecord(fire) }));
+      await lost(["}:lr-fire2-1:", ":apply-"], () => schedules.recordFire({ fireId: "lr-fire2-1", fire: fireRecord({ ...fire, Stop: "end_turn" }) }));
+      expect(readFire((await schedules.loadFire({ fireId: "lr-fire2-1" })).fire).Stop).toBe("end_turn");
+      expect((await schedules.listFires({ scheduleName: "lr-fire2" })).fires.map((f) => readFire(f).ID)).toEqual(["lr-fire2-1"]);
+      expect((await load("lr-fire2")).state).toMatchObject({ LastFireSessionID: "s2", LastFireStartedAt: ZERO });
     });
 
     test("ReArmOneShot answers OK and counts one retry, not two", async () => {

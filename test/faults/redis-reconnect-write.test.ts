@@ -38,7 +38,7 @@ describe("a write in flight when the Redis connection drops", () => {
     await events.append({ sessionId: "rw-warm", event: ev({ n: 0 }) });
 
     env.proxy.setMode("blackhole");
-    const swallowed = env.proxy.nextSwallowed((chunk) => chunk.includes("{rw-lost}"));
+    const swallowed = env.proxy.nextSwallowed((chunk) => chunk.includes("}:rw-lost:"));
     const write = timed(events.append({ sessionId: "rw-lost", event: ev({ n: 1 }) }));
     await swallowed;
     await admin.config("SET", "appendfsync", "everysec");

@@ -11,7 +11,7 @@ import { ackAfterSync, traceSyscalls, traceUnavailable, type Syscall } from "../
 import { mountSmallFilesystem } from "../helpers/tmpfs.js";
 
 /**
- * "OK means durable" on SQLite (DESIGN.md principle 1, issue 15), shown on
+ * "OK means durable" on SQLite (docs/DESIGN.md principle 1, issue 15), shown on
  * the running server rather than assumed: the settings its connection
  * reports, the order of its system calls, and what a failed COMMIT or BEGIN
  * leaves behind.

@@ -74,7 +74,7 @@ export function isWrite(method: DescMethod): boolean {
 
 /**
  * True when an INVALID_ARGUMENT message names what is wrong the way the
- * services do (`field.path: problem`, DESIGN.md principle 7): its first
+ * services do (`field.path: problem`, docs/DESIGN.md principle 7): its first
  * segment is a field of the request, or `request` for bytes that are not a
  * message at all; when `field` is given (the request was damaged in that
  * field only), it must be that field.

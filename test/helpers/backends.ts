@@ -1,7 +1,11 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { afterAll } from "vitest";
+import type { Cluster, Redis } from "ioredis";
+import { RedisKeys } from "../../services/storage/redis-keys.js";
 import { spawnRedis, type SpawnedRedis } from "./redis-server.js";
+import { spawnCluster, type SpawnedCluster } from "./redis-cluster.js";
 
 /**
  * One backend a conformance suite runs against. `setup` creates a fresh store
@@ -9,10 +13,10 @@ import { spawnRedis, type SpawnedRedis } from "./redis-server.js";
  * removes it. Suites run `describe.each(BACKENDS)`.
  */
 export interface TestBackend {
-  name: "sqlite-file" | "sqlite-memory" | "redis";
+  name: "sqlite-file" | "sqlite-memory" | "redis" | "redis-cluster";
   /** True when two server processes can share the store. */
   shared: boolean;
-  setup(): Promise<{ store: string; args: string[]; redis?: SpawnedRedis }>;
+  setup(): Promise<{ store: string; args: string[]; redis?: SpawnedRedis; cluster?: SpawnedCluster }>;
   teardown(): Promise<void>;
 }
 
@@ -57,6 +61,65 @@ function redis(): TestBackend {
   };
 }
 
+let sharedCluster: Promise<SpawnedCluster> | undefined;
+
+// One Redis Cluster per test file (each file runs in a process of its own),
+// started by the first cluster backend set up and stopped after the file's
+// last test: starting six nodes per describe block would cost seconds each.
+afterAll(async () => {
+  const cluster = sharedCluster;
+  sharedCluster = undefined;
+  await (await cluster?.catch(() => undefined))?.stop();
+});
+
+/**
+ * The test file's Redis Cluster (3 primaries with a replica each, see
+ * test/helpers/redis-cluster.ts), started on first use and healthy: a test
+ * that killed a node waits for the cluster to recover before handing it on.
+ */
+export async function fileCluster(): Promise<SpawnedCluster> {
+  sharedCluster ??= spawnCluster();
+  const cluster = await sharedCluster;
+  await cluster.waitHealthy();
+  return cluster;
+}
+
+/**
+ * A Redis Cluster store: the file's shared cluster ({@link fileCluster}),
+ * flushed at every setup so each describe block starts from an empty store.
+ */
+function redisCluster(): TestBackend {
+  return {
+    name: "redis-cluster",
+    shared: true,
+    async setup() {
+      const cluster = await fileCluster();
+      await cluster.flush();
+      return { store: cluster.url, args: [], cluster };
+    },
+    async teardown() {},
+  };
+}
+
+/** What {@link TestBackend.setup} returns. */
+export type BackendSetup = Awaited<ReturnType<TestBackend["setup"]>>;
+
+/**
+ * A raw client of a set-up Redis backend, for white-box reads and seeds
+ * (a Cluster client on a cluster); undefined for SQLite. Caller quits it.
+ */
+export function rawRedis(setup: BackendSetup): Redis | Cluster | undefined {
+  return setup.redis?.client() ?? setup.cluster?.client();
+}
+
+/** The keys of a store served with the default `--redis-key-prefix` (and partition count). */
+export const DEFAULT_KEYS = new RedisKeys("mecatl-drivers:");
+
+/** The Redis Cluster backend alone (see {@link fileCluster}). */
+export function clusterBackends(): TestBackend[] {
+  return [redisCluster()];
+}
+
 /** Fresh backend factories: an SQLite file, `sqlite::memory:`, and a spawned redis-server. */
 export function allBackends(): TestBackend[] {
   return [sqliteFile(), sqliteMemory(), redis()];
@@ -65,4 +128,18 @@ export function allBackends(): TestBackend[] {
 /** Backends two processes can share (for cross-process tests). */
 export function sharedBackends(): TestBackend[] {
   return allBackends().filter((b) => b.shared);
+}
+
+/**
+ * The backends the conformance suite (test/conformance/) runs against:
+ * {@link allBackends} and a Redis Cluster. Tests elsewhere keep to
+ * {@link allBackends}, so the cluster's cost is paid once per conformance file.
+ */
+export function conformanceBackends(): TestBackend[] {
+  return [...allBackends(), ...clusterBackends()];
+}
+
+/** {@link conformanceBackends} two processes can share. */
+export function sharedConformanceBackends(): TestBackend[] {
+  return conformanceBackends().filter((b) => b.shared);
 }

@@ -49,8 +49,11 @@ export interface FaultProxy {
    * both sockets are closed. The upstream has received, and so normally
    * executed, the request; the client never learns its outcome. Resolves
    * when the connections have been cut, with the chunk that triggered it.
+   * With `thenMode`, the proxy switches to that mode just before the cut, so
+   * the client's reconnection already meets it (e.g. `refuse`: Redis stays
+   * unreachable after the lost reply).
    */
-  loseNextReply(options?: { match?: (chunk: Buffer) => boolean; cutAfterMs?: number }): Promise<Buffer>;
+  loseNextReply(options?: { match?: (chunk: Buffer) => boolean; cutAfterMs?: number; thenMode?: FaultMode }): Promise<Buffer>;
   /**
    * Resolves with the next client-to-upstream chunk that `blackhole` mode
    * swallows and `match` accepts (any chunk by default): the signal that a
@@ -72,7 +75,7 @@ export async function startFaultProxy(upstreamPort: number, upstreamHost = "127.
   let mode: FaultMode = "pass";
   let accepted = 0;
   const bytes = { up: 0, down: 0 };
-  let armed: { match: (chunk: Buffer) => boolean; cutAfterMs: number; done: (chunk: Buffer) => void } | undefined;
+  let armed: { match: (chunk: Buffer) => boolean; cutAfterMs: number; thenMode?: FaultMode; done: (chunk: Buffer) => void } | undefined;
   /** Connections whose reply is being swallowed by {@link FaultProxy.loseNextReply}. */
   const lost = new WeakSet<Pair>();
   /** Waiters of {@link FaultProxy.nextSwallowed}. */
@@ -96,6 +99,7 @@ export async function startFaultProxy(upstreamPort: number, upstreamHost = "127.
         const cutNow = () => {
           if (cut) return;
           cut = true;
+          if (trigger.thenMode !== undefined) mode = trigger.thenMode;
           pair.client.destroy();
           pair.upstream.destroy();
           trigger.done(chunk);
@@ -161,7 +165,7 @@ export async function startFaultProxy(upstreamPort: number, upstreamHost = "127.
     },
     loseNextReply(options = {}) {
       return new Promise((done) => {
-        armed = { match: options.match ?? (() => true), cutAfterMs: options.cutAfterMs ?? 200, done };
+        armed = { match: options.match ?? (() => true), cutAfterMs: options.cutAfterMs ?? 200, thenMode: options.thenMode, done };
       });
     },
     nextSwallowed(match = () => true) {

@@ -2,8 +2,15 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Redis } from "ioredis";
-import { freePort, waitFor } from "./wait.js";
+import { Redis, type RedisOptions } from "ioredis";
+import { freeLowPort, waitFor } from "./wait.js";
+
+/**
+ * A port for a test redis-server, below the kernel's ephemeral range: a
+ * killed redis-server is restarted on its port, and no other test's
+ * `freePort()` or outgoing connection can take that port meanwhile.
+ */
+const redisPort = () => freeLowPort(23000, 26999);
 
 /** A `redis-server` process owned by one test file. */
 export interface SpawnedRedis {
@@ -23,13 +30,43 @@ export interface SpawnedRedis {
 }
 
 /**
+ * Waits until a Redis server reached with `options` answers PING, trying a
+ * fresh connection every 25 ms for up to 10 s; with `spawned`, until the
+ * answer comes from that process (its `process_id`), failing at once if it
+ * exited.
+ *
+ * @throws Error naming `what` when it does not.
+ */
+export function waitForPong(options: RedisOptions, what: string, spawned?: { proc: ChildProcess; output: () => string }): Promise<void> {
+  return waitFor(async () => {
+    // A redis-server that could not bind its port exits; whatever answers on the port then is
+    // another test's process, and the test must fail here rather than use it.
+    if (spawned !== undefined && (spawned.proc.exitCode !== null || spawned.proc.signalCode !== null)) {
+      throw new Error(`${what}: redis-server exited (${spawned.proc.exitCode ?? spawned.proc.signalCode}): ${spawned.output().trim()}`);
+    }
+    const probe = new Redis({ ...options, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+    probe.on("error", () => undefined);
+    try {
+      await probe.connect();
+      if (spawned === undefined) return (await probe.ping()) === "PONG";
+      // The answer must come from the process just spawned, not from one that holds the port.
+      return /^process_id:(\d+)\r?$/m.exec(await probe.info("server"))?.[1] === String(spawned.proc.pid);
+    } catch {
+      return false;
+    } finally {
+      probe.disconnect();
+    }
+  }, 10_000, what);
+}
+
+/**
  * Spawns a real `redis-server` on a free port with its own directory. By
  * default it is durable (`appendonly yes`, `appendfsync always`), as the
  * driver requires; pass `durable: false` to test the refusal.
  */
 export async function spawnRedis(options: { durable?: boolean; password?: string; tls?: { cert: string; key: string; ca: string } } = {}): Promise<SpawnedRedis> {
   const dir = mkdtempSync(join(tmpdir(), "mecatl-redis-"));
-  const port = await freePort();
+  const port = await redisPort();
   const durable = options.durable ?? true;
   const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", durable ? "yes" : "no", "--appendfsync", durable ? "always" : "everysec", "--protected-mode", "no", "--loglevel", "warning"];
   if (options.password !== undefined) args.push("--requirepass", options.password);
@@ -46,19 +83,12 @@ export async function spawnRedis(options: { durable?: boolean; password?: string
   };
   let proc: ChildProcess;
   const start = async () => {
-    proc = spawn("redis-server", args, { stdio: "ignore" });
-    await waitFor(async () => {
-      const probe = new Redis({ ...probeOptions, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-      probe.on("error", () => undefined);
-      try {
-        await probe.connect();
-        return (await probe.ping()) === "PONG";
-      } catch {
-        return false;
-      } finally {
-        probe.disconnect();
-      }
-    }, 10_000, "redis-server to accept connections");
+    const started = spawn("redis-server", args, { stdio: ["ignore", "ignore", "pipe"] });
+    proc = started;
+    let output = "";
+    started.stderr!.setEncoding("utf8");
+    started.stderr!.on("data", (chunk: string) => (output += chunk));
+    await waitForPong(probeOptions, `redis-server (pid ${started.pid}) to accept connections on port ${port}`, { proc: started, output: () => output });
   };
   const kill = async () => {
     if (proc.exitCode !== null || proc.signalCode !== null) return;

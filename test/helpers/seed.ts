@@ -39,7 +39,9 @@ export async function seedSessions(store: string, client: Client<typeof SessionS
     return;
   }
   const { openBackend, closeBackend, openSessionStore, projectSnapshot } = await builtServices();
-  const backend = await openBackend({ store });
+  // Seeding is not under test: a generous store timeout, so that 512 writes in flight on a
+  // loaded machine are not refused by a durability check waiting behind them (half of it).
+  const backend = await openBackend({ store, storeTimeoutMs: 60_000 });
   try {
     const sessions = openSessionStore(backend);
     await sessions.open();

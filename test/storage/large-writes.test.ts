@@ -1,3 +1,4 @@
+import { RedisKeys } from "../../services/storage/redis-keys.js";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import Database from "better-sqlite3";
 import { Code } from "@connectrpc/connect";
@@ -13,14 +14,17 @@ import { spawnRedis, type SpawnedRedis } from "../helpers/redis-server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
 import { waitFor } from "../helpers/wait.js";
+import { sessnap } from "../helpers/sessnap.js";
 
 /**
  * Large writes isolated from small ones (issue 11): a snapshot over 1 MiB is
  * staged in chunks, each its own small write, and published by one small
  * atomic Save; small writes are answered between the chunks. SQLite:
- * staging a crash left behind is removed at the next start, and the chunks
- * of a payload replaced are deleted. Redis: the staging list of a Save that
- * never finished expires, and the chunk list of a payload replaced is gone.
+ * staging a crash left behind is removed at the next start, the chunks of a
+ * payload replaced are deleted, and a staged Save is projected while its
+ * chunks are written, a payload the projection refuses still changing
+ * nothing (issue 12). Redis: the staging list of a Save that never finished
+ * expires, and the chunk list of a payload replaced is gone.
  */
 const MiB = 1024 * 1024;
 const FORMAT = "sessnap-json/1";
@@ -172,6 +176,37 @@ describe("large writes on SQLite", () => {
     await expectCode(load("s"), Code.NotFound);
     await waitFor(() => count().chunks === 0, 10_000, "the deleted snapshot's chunks to be dropped");
   });
+
+  test("a staged Save's payload is projected: one naming another id is refused naming both, nothing visible; a valid one stores its metadata row", async () => {
+    const path = tempFile();
+    const server = await serve(path);
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const count = counter(path);
+    const owner = { Issuer: "https://issuer.example", Subject: "dana" };
+    const owned = { limit: 10, ownershipEnforced: true, ownerIssuer: owner.Issuer, ownerSubject: owner.Subject };
+    const big = (id: string, title: string, text: string) => sessnap({ id, title, owner, messages: [{ role: "assistant", text: "x".repeat(3 * MiB) }, { role: "user", text }] });
+
+    const before = big("s", "before", "[conversation compacted] earlier");
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: before } });
+    const rowBefore = (await sessions.pageMetadata(owned)).sessions;
+    expect(rowBefore.map((r) => [r.sessionId, r.title, r.activityState, r.estimatedBytes])).toEqual([["s", "before", "draft", BigInt(before.byteLength)]]);
+    expect(count()).toEqual({ chunks: 4, stages: 0 });
+
+    const err = await expectCode(sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: big("theirs", "after", "a real prompt") } }), Code.InvalidArgument, "snapshot.payload");
+    expect(err.rawMessage).toContain('"s"');
+    expect(err.rawMessage).toContain('"theirs"');
+    await expectCode(sessions.create({ sessionId: "new", snapshot: { format: FORMAT, payload: big("theirs", "after", "a real prompt") } }), Code.InvalidArgument, '"theirs"');
+    expect(same((await sessions.load({ sessionId: "s" })).snapshot?.payload, before)).toBe(true);
+    await expectCode(sessions.load({ sessionId: "new" }), Code.NotFound);
+    expect((await sessions.pageMetadata(owned)).sessions).toEqual(rowBefore);
+    await waitFor(() => count().chunks === 4 && count().stages === 0, 10_000, "the refused writes' staged chunks to be dropped");
+
+    const after = big("s", "after", "a real prompt");
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: after } });
+    expect(same((await sessions.load({ sessionId: "s" })).snapshot?.payload, after)).toBe(true);
+    const rows = (await sessions.pageMetadata(owned)).sessions;
+    expect(rows.map((r) => [r.sessionId, r.title, r.activityState, r.estimatedBytes, r.ownerSubject])).toEqual([["s", "after", "active", BigInt(after.byteLength), "dana"]]);
+  });
 });
 
 describe("large writes on Redis", () => {
@@ -192,7 +227,7 @@ describe("large writes on Redis", () => {
     servers.push(server);
     return server;
   }
-  const stages = (prefix: string) => inspect.keys(`${prefix}v1:session:*:stage:*`);
+  const stages = (prefix: string) => inspect.keys(`${prefix}v2:session:*:stage:*`);
 
   test("a Renew sent while a 64 MiB Save is being written is answered before the Save", async () => {
     const server = await serve("renew:");
@@ -210,7 +245,7 @@ describe("large writes on Redis", () => {
     expect(done).toEqual(["renews", "save"]);
     expect(same((await sessions.load({ sessionId: "big" })).snapshot?.payload, big)).toBe(true);
     expect(await stages("renew:")).toEqual([]);
-    expect(await inspect.type("renew:v1:session:{big}:payload")).toBe("list");
+    expect(await inspect.type(new RedisKeys("renew:").snapshotChunks("big"))).toBe("list");
   });
 
   test("the staging list of a Save that never finished expires; the session keeps its previous snapshot", async () => {
@@ -249,7 +284,7 @@ describe("large writes on Redis", () => {
     const server = await serve("replace:");
     const sessions = grpcClient(SessionStoreService, server.address);
     const load = async (id: string) => (await sessions.load({ sessionId: id })).snapshot?.payload;
-    const chunkList = "replace:v1:session:{s}:payload";
+    const chunkList = new RedisKeys("replace:").snapshotChunks("s");
 
     const first = payload(3 * MiB + 5, 6);
     await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: first } });

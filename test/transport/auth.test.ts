@@ -192,4 +192,19 @@ describe("bearer tokens on every RPC kind and listener (--auth-token-file, wire-
     expect(await runMatrix(server, "Bearer tok-123")).toEqual(outcome("Unauthenticated"));
     expect(await runMatrix(server, "Bearer tok-456")).toEqual(outcome("Unauthenticated"));
   });
+
+  test("emptying the token file revokes every token until one is written again (issue 14: fail closed)", async () => {
+    writeFileSync(tokenFile, "tok-kept\n");
+    await waitForLog(server, "reloaded --auth-token-file", { from: server.stderr.length });
+    expect(await runMatrix(server, "Bearer tok-kept")).toEqual(outcome("OK"));
+    let from = server.stderr.length;
+    writeFileSync(tokenFile, "# every token revoked\n");
+    const emptied = await waitForLog(server, "reloaded --auth-token-file: it holds no token, so every call but health is refused (UNAUTHENTICATED) until it holds one", { from });
+    expect(emptied.entry.tokens).toBe(0);
+    expect(await runMatrix(server, "Bearer tok-kept")).toEqual(outcome("Unauthenticated"));
+    from = server.stderr.length;
+    writeFileSync(tokenFile, "tok-back\n");
+    await waitForLog(server, "reloaded --auth-token-file", { from });
+    expect(await runMatrix(server, "Bearer tok-back")).toEqual(outcome("OK"));
+  });
 });

@@ -152,7 +152,7 @@ describe.each(allBackends())("store size per kind on $name", (backend) => {
     expect(await bytes("sessions")).toBeGreaterThanOrEqual(3 * 40_000);
     for (const kind of ["events", "leases", "schedules", "fires"]) expect(await bytes(kind), kind).toBeGreaterThan(0);
 
-    // Deleting a session removes its snapshot and its event log (DESIGN.md "Event log").
+    // Deleting a session removes its snapshot and its event log (docs/DESIGN.md "Event log").
     await clients.sessionStore!.delete("size-a");
     await waitFor(async () => (await records()).sessions === 2 && (await records()).events === 2, 10_000, "the deletion to show in the store metrics");
     expect(await bytes("sessions")).toBeLessThan(3 * 40_000);

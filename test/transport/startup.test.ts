@@ -1,11 +1,23 @@
-import { describe, expect, test } from "vitest";
-import { createServer, type AddressInfo } from "node:net";
-import { mkdtempSync, rmSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { connect, createServer, type AddressInfo, type Server } from "node:net";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { spawnRedis } from "../helpers/redis-server.js";
-import { runServeExpectingFailure, startServer } from "../helpers/server.js";
-import { freePort } from "../helpers/wait.js";
+import { runServeExpectingFailure, startServer, type ServerProcess } from "../helpers/server.js";
+import { startFaultProxy } from "../helpers/fault-proxy.js";
+import { grpcClientWithSentSignal } from "../helpers/clients.js";
+import { freePort, waitFor } from "../helpers/wait.js";
+
+/** Whether a TCP connection to 127.0.0.1:`port` is accepted (then closed at once). */
+function tcpAccepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(port, "127.0.0.1");
+    s.once("connect", () => (s.destroy(), resolve(true)));
+    s.once("error", () => resolve(false));
+  });
+}
 
 function oneLine(stderr: string): string {
   const lines = stderr.trim().split("\n");
@@ -48,18 +60,81 @@ describe("startup problems end with one line that says what to do, and a non-zer
     expect(oneLine(stderr)).toContain(expected);
   });
 
-  test("a --metrics-listen port already in use is a one-line error with status 2, not a stack trace", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mecatl-startup-"));
-    const taken = createServer();
-    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
-    try {
-      const port = (taken.address() as AddressInfo).port;
-      const { code, stderr } = await runServeExpectingFailure(["--listen", "127.0.0.1:0", "--store", `sqlite:${join(dir, "s.sqlite")}`, "--metrics-listen", `127.0.0.1:${port}`]);
-      expect(code).toBe(2);
-      expect(oneLine(stderr)).toContain(`--metrics-listen 127.0.0.1:${port}`);
-    } finally {
-      taken.close();
+  describe("a busy listen address fails the start before the store creates anything (issue 14)", () => {
+    let dir: string;
+    let taken: Server;
+    let port: number;
+    beforeAll(async () => {
+      dir = mkdtempSync(join(tmpdir(), "mecatl-startup-"));
+      taken = createServer();
+      await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+      port = (taken.address() as AddressInfo).port;
+    });
+    afterAll(() => {
+      taken?.close();
       rmSync(dir, { recursive: true, force: true });
+    });
+
+    test.each(["--listen", "--metrics-listen", "--connect-listen", "--health-listen"])("%s on a port in use: status 2, one line, no database file or directory", async (flag) => {
+      const store = join(dir, flag.slice(2), "store.sqlite");
+      const others = ["--listen", "127.0.0.1:0", ...(flag === "--listen" ? [] : [flag, `127.0.0.1:${port}`])];
+      const args = flag === "--listen" ? ["--listen", `127.0.0.1:${port}`, "--metrics-listen", "127.0.0.1:0", "--connect-listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0"] : others;
+      const { code, stderr } = await runServeExpectingFailure([...args, "--store", `sqlite:${store}`]);
+      expect(code).toBe(2);
+      expect(oneLine(stderr)).toContain(`cannot listen on ${flag} 127.0.0.1:${port}`);
+      expect(existsSync(dirname(store))).toBe(false);
+    });
+
+    test("a unix socket another process listens on: status 2, no database file", async () => {
+      const socket = join(dir, "busy.sock");
+      const owner = createServer();
+      await new Promise<void>((resolve) => owner.listen(socket, resolve));
+      try {
+        for (const flag of ["--listen", "--health-listen"]) {
+          const store = join(dir, `unix${flag}`, "store.sqlite");
+          const args = flag === "--listen" ? ["--listen", `unix:${socket}`] : ["--listen", "127.0.0.1:0", flag, `unix:${socket}`];
+          const { code, stderr } = await runServeExpectingFailure([...args, "--store", `sqlite:${store}`]);
+          expect(code).toBe(2);
+          expect(oneLine(stderr)).toContain(`${flag} ${socket}: another process is listening on this socket`);
+          expect(existsSync(dirname(store))).toBe(false);
+        }
+      } finally {
+        owner.close();
+      }
+    });
+
+    test("a store that fails after the listeners are bound leaves no socket file behind", async () => {
+      const socket = join(dir, "mine.sock");
+      const { code, stderr } = await runServeExpectingFailure(["--listen", `unix:${socket}`, "--store", `redis://127.0.0.1:${await freePort()}`]);
+      expect(code).toBe(2);
+      expect(oneLine(stderr)).toContain("cannot reach Redis");
+      expect(existsSync(socket)).toBe(false);
+    });
+  });
+
+  test("a call made while the store is still opening waits for it and is served", async () => {
+    const redis = await spawnRedis();
+    const proxy = await startFaultProxy(redis.port);
+    proxy.delayMs = 1_000;
+    proxy.setMode("delay");
+    const port = await freePort();
+    const starting = startServer(["session-store", "--store", `redis://${proxy.address}`, "--store-timeout", "60s"], { listen: `127.0.0.1:${port}` });
+    starting.catch(() => undefined);
+    let server: ServerProcess | undefined;
+    const { client, sent } = grpcClientWithSentSignal(SessionStoreService, `127.0.0.1:${port}`);
+    try {
+      // The listener is bound while Redis (each of its answers held a second) is still being opened...
+      await waitFor(() => tcpAccepts(port), 20_000, "the gRPC listener to accept connections");
+      const call = client.capabilities({});
+      await sent("Capabilities");
+      // ...and the call, sent while it is, is held (not answered UNIMPLEMENTED) until the services are mounted.
+      proxy.setMode("pass");
+      expect((await call).contract).toBe("session-store/1");
+      server = await starting;
+    } finally {
+      await (server ?? (await starting.catch(() => undefined)))?.stop();
+      await proxy.close();
+      await redis.stop();
     }
   });
 

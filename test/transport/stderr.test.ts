@@ -42,6 +42,33 @@ describe("what the server writes on stderr", () => {
     await expect(rawUnary(client, SessionStoreService.method.capabilities, {}, new grpc.Metadata())).rejects.toThrow();
     client.close();
     await waitFor(() => jsonLines(server!).some((l) => /cleartext to this TLS listener/.test(l.msg)), 10_000, "a log line naming the cleartext client");
+    expect(jsonLines(server).find((l) => /cleartext to this TLS listener/.test(l.msg))!.peer).toMatch(/^127\.0\.0\.1:\d+$/);
+  });
+
+  test("an mTLS client whose certificate another CA signed is logged with its address and the verification failure (issue 14)", async () => {
+    const pki = makePki();
+    const other = makePki();
+    server = await startServer(["session-store", "--store", "sqlite::memory:", "--tls-cert", pki.serverCert, "--tls-key", pki.serverKey, "--tls-client-ca", pki.caCert, "--connect-listen", "127.0.0.1:0"]);
+    for (const [address, listener] of [
+      [server.address, "gRPC"],
+      [server.connectAddress!, "Connect"],
+    ] as const) {
+      const stranger = createClient(
+        SessionStoreService,
+        createGrpcTransport({
+          baseUrl: `https://${address.replace("127.0.0.1", "localhost")}`,
+          nodeOptions: { ca: pki.read(pki.caCert), cert: other.read(other.clientCert), key: other.read(other.clientKey) },
+        }),
+      );
+      await expect(stranger.capabilities({})).rejects.toThrow();
+      const refused = () => jsonLines(server!).find((l) => l.msg.startsWith(`refused a ${listener} connection`));
+      await waitFor(() => refused() !== undefined, 10_000, `a log line for the refused ${listener} client`);
+      expect(refused()).toMatchObject({
+        peer: expect.stringMatching(/^127\.0\.0\.1:\d+$/),
+        verifyError: "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+        msg: `refused a ${listener} connection: the client's certificate is not signed by the --tls-client-ca authority (UNABLE_TO_VERIFY_LEAF_SIGNATURE); give the client a certificate that CA signed, or add its CA to --tls-client-ca`,
+      });
+    }
   });
 
   test("an mTLS client without a certificate is logged as such", async () => {
@@ -53,6 +80,7 @@ describe("what the server writes on stderr", () => {
     );
     await expect(noCert.capabilities({})).rejects.toThrow();
     await waitFor(() => jsonLines(server!).some((l) => /sent no certificate.*--tls-client-ca/.test(l.msg)), 10_000, "a log line naming the missing client certificate");
+    expect(jsonLines(server).find((l) => /sent no certificate/.test(l.msg))!.peer).toMatch(/^127\.0\.0\.1:\d+$/);
   });
 
   test("more than ten followers print no Node warning; shutdown ends them all", async () => {

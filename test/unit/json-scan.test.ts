@@ -10,7 +10,7 @@ import {
   forEachElementBytes,
   forEachMemberBytes,
   JsonSyntaxError,
-  keyBytesMatch,
+  matchKeyBytes,
   scanDocumentObject,
   scanDocumentObjectBytes,
   scanValueBytes,
@@ -28,7 +28,130 @@ const value = fc.letrec((tie) => ({
 })).v;
 const document = fc.dictionary(nasty, value, { maxKeys: 6 });
 
+/** A JSON value as `JSON.parse` gives it and one of its spellings (escapes and white space chosen at random). */
+interface Spelled {
+  value: unknown;
+  text: string;
+}
+
+const uEscape = (c: string) => c.split("").map((unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, "0")}`).join("");
+
+/**
+ * Pieces of a string: a text and how it is written inside the quotes. Rich in
+ * what trips a skimmer: quotes and backslashes escaped every way JSON allows
+ * (`\"`, `\u0022`, `\\`, `\u005c`, runs of escaped backslashes before an
+ * escaped quote), brackets and separators, non-ASCII, and long runs without a
+ * quote (so the search crosses word boundaries and hands over to the native
+ * search).
+ */
+const piece = fc.oneof(
+  fc.constantFrom('"', "\\", "/", "\b", "\f", "\n", "\r", "\t").map((c) => [c, JSON.stringify(c).slice(1, -1)] as const),
+  fc.constantFrom('"', "\\", "/").map((c) => [c, `\\${c === "/" ? "/" : c}`] as const),
+  fc.constantFrom("a", "{", "}", "[", "]", ",", ":", " ", "'", "é", "🦀", "\u2028", '"', "\\", "\n", "\u0000").map((c) => [c, uEscape(c)] as const),
+  fc.constantFrom("a", "{", "]", ",", ":", " ", "é", "🦀", "\u007f").map((c) => [c, c] as const),
+  fc.tuple(fc.integer({ min: 1, max: 7 }), fc.boolean()).map(([n, quote]) => ["\\".repeat(n) + (quote ? '"' : ""), "\\\\".repeat(n) + (quote ? '\\"' : "")] as const),
+  fc.integer({ min: 8, max: 90 }).map((n) => ["x".repeat(n), "x".repeat(n)] as const),
+);
+const spelledString: fc.Arbitrary<Spelled> = fc.array(piece, { maxLength: 8 }).map((ps) => ({ value: ps.map(([v]) => v).join(""), text: `"${ps.map(([, t]) => t).join("")}"` }));
+const space = fc.constantFrom("", "", "", " ", "\n", "\t", " \r\n  ");
+const spelledNumber: fc.Arbitrary<Spelled> = fc
+  .oneof(fc.integer().map(String), fc.double({ noNaN: true, noDefaultInfinity: true }).map((d) => JSON.stringify(d)), fc.constantFrom("0", "-0", "1E+2", "-0.5e-3", "10.25E1"))
+  .map((text) => ({ value: Number(text), text }));
+const spelledLiteral: fc.Arbitrary<Spelled> = fc.constantFrom<Spelled>({ value: true, text: "true" }, { value: false, text: "false" }, { value: null, text: "null" });
+/** Container spellings with white space around every token. */
+const spelled = fc.letrec<{ v: Spelled; members: Array<[Spelled, Spelled]> }>((tie) => ({
+  v: fc.oneof(
+    { depthSize: "small" },
+    spelledString,
+    spelledNumber,
+    spelledLiteral,
+    fc.tuple(fc.array(fc.tuple(space, tie("v"), space), { maxLength: 4 }), space).map(([items, pad]) => ({
+      value: items.map(([, v]) => v.value),
+      text: `[${items.map(([a, v, z]) => a + v.text + z).join(",") || pad}]`,
+    })),
+    tie("members").map((members) => {
+      const value: Record<string, unknown> = {};
+      for (const [k, v] of members) Object.defineProperty(value, k.value as string, { value: v.value, enumerable: true, writable: true, configurable: true });
+      return { value, text: `{${members.map(([k, v]) => `${k.text} :${v.text}`).join(" ,")}}` };
+    }),
+  ),
+  members: fc.array(fc.tuple(spelledString, tie("v")), { maxLength: 4 }),
+})).members;
+
+/** `body` in a larger buffer between junk bytes (quotes and backslashes included), as a view: the scanner must not look outside it. */
+function embedded(body: Buffer, before: number[], after: number[]): Buffer {
+  const backing = Buffer.concat([Buffer.from(before), body, Buffer.from(after)]);
+  return backing.subarray(before.length, before.length + body.length);
+}
+const junk = fc.array(fc.constantFrom(0x22, 0x5c, 0x7d, 0x20, 0x61), { maxLength: 7 });
+
 describe("byte-level JSON scanner", () => {
+  test.each<StringMode>(["strict", "skim"])("finds the exact span of every member in hand-spelled JSON (%s strings)", (mode) => {
+    fc.assert(
+      fc.property(spelled, space, junk, junk, (members, pad, before, after) => {
+        const text = `${pad}{${pad}${members.map(([k, v]) => `${k.text}${pad}:${pad}${v.text}`).join(`${pad},${pad}`)}${pad}}${pad}`;
+        const b = embedded(Buffer.from(text), before, after);
+        JSON.parse(text); // the generator spells valid JSON
+        const obj = scanDocumentObjectBytes(b, mode);
+        expect(obj.members.map((m) => m.key)).toEqual(members.map(([k]) => k.value));
+        obj.members.forEach((m, k) => {
+          expect(b.toString("utf8", m.valueStart, m.valueEnd)).toBe(members[k]![1].text);
+          expect(spanValue(b, m.valueStart, m.valueEnd)).toEqual(members[k]![1].value);
+        });
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  test("refuses broken JSON exactly when JSON.parse does, in both modes", () => {
+    // Compact documents, cut at every bracket, comma and colon (inside strings too), with control characters
+    // escaped: whatever a mutation turns into string content is valid there, so skim and strict must agree with
+    // JSON.parse. (No backslash is inserted: inside a string it could make an escape only strict mode refuses.)
+    const tokenized = spelled.map((members) => [
+      "{",
+      ...members.flatMap(([k, v], i) => [...(i > 0 ? [","] : []), k.text, ":", ...JSON.stringify(JSON.parse(v.text)).split(/(?<=[[\]{},:])|(?=[[\]{},:])/)]),
+      "}",
+    ]);
+    const mutation = fc.oneof(
+      fc.record({ op: fc.constant("delete" as const), at: fc.nat() }),
+      fc.record({ op: fc.constant("repeat" as const), at: fc.nat() }),
+      fc.record({ op: fc.constant("insert" as const), at: fc.nat(), token: fc.constantFrom("{", "}", "[", "]", ",", ":", '"', " ", "1", "-", "tru", "nul", "0", "1.", "e5") }),
+      fc.record({ op: fc.constant("truncate" as const), at: fc.nat() }),
+    );
+    fc.assert(
+      fc.property(tokenized, mutation, junk, junk, (tokens, m, before, after) => {
+        const t = [...tokens];
+        const at = m.at % (t.length + 1);
+        if (m.op === "delete") t.splice(at, 1);
+        else if (m.op === "repeat") t.splice(at, 0, t[at] ?? "}");
+        else if (m.op === "insert") t.splice(at, 0, m.token);
+        let text = t.join("");
+        if (m.op === "truncate") text = Buffer.from(text).subarray(0, m.at % Math.max(1, Buffer.byteLength(text))).toString("latin1");
+        const bytes = m.op === "truncate" ? Buffer.from(text, "latin1") : Buffer.from(text, "utf8");
+        let valid: boolean;
+        try {
+          const v = JSON.parse(bytes.toString("utf8")) as unknown;
+          valid = v !== null && typeof v === "object" && !Array.isArray(v);
+        } catch {
+          valid = false;
+        }
+        const b = embedded(bytes, before, after);
+        for (const mode of ["strict", "skim"] as const) {
+          let scanned = true;
+          try {
+            scanDocumentObjectBytes(b, mode);
+          } catch (err) {
+            expect(err).toBeInstanceOf(JsonSyntaxError);
+            scanned = false;
+          }
+          expect(scanned, `${mode}: ${bytes.toString("utf8")}`).toBe(valid);
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+
   test.each<StringMode>(["strict", "skim"])("finds every member and its exact value span (%s strings), compact or indented", (mode) => {
     fc.assert(
       fc.property(document, fc.boolean(), (doc, indented) => {
@@ -90,13 +213,15 @@ describe("byte-level JSON scanner", () => {
   });
 
   test("keys match Go field names on the bytes, case-insensitively, with Unicode folding where it matters", () => {
-    const match = (key: string, field: string) => {
+    const match = (key: string, ...fields: string[]) => {
       const b = bytes(JSON.stringify(key));
-      return keyBytesMatch(b, 0, b.length, field);
+      return matchKeyBytes(b, 0, b.length, fields);
     };
-    expect([match("role", "role"), match("ROLE", "role"), match("Rolé", "role"), match("rol", "role")]).toEqual([true, true, false, false]);
-    expect([match("\u017Fubject", "Subject"), match("\u212Aind", "Kind"), match("te\\u0078t", "text")]).toEqual([true, true, false]);
+    expect([match("role", "role"), match("ROLE", "role"), match("Rolé", "role"), match("rol", "role")]).toEqual([0, 0, -1, -1]);
+    expect([match("\u017Fubject", "Subject"), match("\u212Aind", "Kind"), match("te\\u0078t", "text")]).toEqual([0, 0, -1]);
     const escaped = bytes('"te\\u0078t"');
-    expect(keyBytesMatch(escaped, 0, escaped.length, "text")).toBe(true);
+    expect(matchKeyBytes(escaped, 0, escaped.length, ["role", "text"])).toBe(1);
+    // Only letters fold: `_` is not DEL, `@` is not a backquote.
+    expect([match("tool\u007fcalls", "tool_calls"), match("`x", "@x"), match("TEXT", "role", "text"), match("texts", "role", "text")]).toEqual([-1, -1, 1, -1]);
   });
 });

@@ -50,6 +50,30 @@ describe("sessnap projection", () => {
     );
   });
 
+  test("activity derived on the bytes equals the predicate when keys repeat, change case and sit among nested values (1.9)", () => {
+    // Go matches keys case-insensitively and the last occurrence wins; values the walk skips hold nasty strings.
+    const nasty = fc.string({ unit: fc.constantFrom("a", '"', "\\", "\\\\", "\n", "{", "]", ",", ":", "é", "🦀", "user") });
+    const nested = fc.letrec((tie) => ({ v: fc.oneof({ depthSize: "small" }, nasty, fc.integer(), fc.constant(null), fc.array(tie("v"), { maxLength: 3 }), fc.dictionary(nasty, tie("v"), { maxKeys: 3 })) })).v;
+    const member = fc.oneof(
+      fc.tuple(fc.constantFrom("role", "Role", "ROLE"), fc.constantFrom("user", "assistant", "tool")),
+      fc.tuple(fc.constantFrom("text", "Text", "TEXT"), text),
+      fc.tuple(fc.constantFrom("extra", "tool_calls", "parts", "texts", "rol"), nested),
+    );
+    const messageMembers = fc.array(member, { maxLength: 6 });
+    fc.assert(
+      fc.property(fc.array(messageMembers, { maxLength: 6 }), fc.integer({ min: 1, max: 5 }), fc.boolean(), (messages, escapeEvery, plainKeys) => {
+        const spell = (v: unknown) => escapedJson(v, escapeEvery);
+        const spellKey = (k: string) => (plainKeys ? JSON.stringify(k) : spell(k));
+        const payload = Buffer.from(`{"id":"s","messages":[${messages.map((ms) => `{${ms.map(([k, v]) => `${spellKey(k)}:${spell(v)}`).join(",")}}`).join(",")}],"kind":"main"}`);
+        const genuine = messages.some((ms) => {
+          const last = (name: string) => ms.filter(([k]) => k.toLowerCase() === name).at(-1)?.[1];
+          return last("role") === "user" && isGenuinePrompt((last("text") as string | undefined) ?? "");
+        });
+        expect(projectSnapshot("s", payload, "").activityState).toBe(genuine ? "active" : "draft");
+      }),
+    );
+  });
+
   test("the legacy incarnation, principal scope and Go's UnixNano wrap match the spec's vectors (1.5, 3.1)", () => {
     expect(legacyIncarnation("s1", 1_000_000_000n, principalScopeHash(undefined))).toBe("legacy_99a5b3dfa805c1922f429916ef3b62ec6d2cca00a49c23c8b0f714eadc70365a");
     expect(principalScopeHash({ issuer: "https://issuer.example", subject: "alice" }).toString("hex")).toBe("d0c1e6aaa26b1226a7b0a1a3e4c6800ddbed666f783b7b7ea091754bb1502198");

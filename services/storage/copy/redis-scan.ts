@@ -1,43 +1,61 @@
-import type { Redis } from "ioredis";
 import { globLiteral } from "../redis-measure.js";
+import { primaryConnections } from "../redis-client.js";
 import type { RedisOperations } from "../redis-operation.js";
 
 /** Keys per SCAN step. */
 const SCAN_COUNT = 1000;
 
 /**
- * Every key that starts with `prefix` and ends with `suffix`, by SCAN (one
- * step of {@link SCAN_COUNT} keys at a time, never blocking the server),
- * returned as the part between the two. Each step is a bounded, retried read
- * of `ops`. For `mecatl-drivers copy`, which lists the ids of kinds that
- * keep no index (leases, event logs, fire records); never on a hot path.
+ * Every key matching the glob `match` on every primary (a cluster spreads a
+ * store over its primaries), by SCAN, one step of {@link SCAN_COUNT} keys
+ * at a time (never blocking a server), each step a bounded, retried read of
+ * `ops`, handed to `each` a step at a time. A key may be handed over twice
+ * (SCAN's guarantee).
  *
  * @throws StoreFailure when Redis does not answer within the operation timeout.
  */
-export async function scanIds(ops: RedisOperations, prefix: string, suffix: string): Promise<string[]> {
+async function scanKeys(ops: RedisOperations, match: string, each: (node: ReturnType<typeof primaryConnections>[number], keys: string[]) => Promise<void>): Promise<void> {
+  for (const node of primaryConnections(ops.redis)) {
+    let cursor = "0";
+    do {
+      const [next, keys] = await ops.read(() => node.scan(cursor, "MATCH", match, "COUNT", SCAN_COUNT));
+      cursor = next;
+      if (keys.length > 0) await each(node, keys);
+    } while (cursor !== "0");
+  }
+}
+
+/**
+ * The ids of every record of one kind of a key layout `v2:` store:
+ * every key `<base><kind>:{<tag>}:<id><suffix>`, returned as `<id>`. For
+ * `mecatl-drivers copy`, which lists the ids of kinds that keep no index
+ * (leases, event logs, fire records); never on a hot path.
+ *
+ * @throws StoreFailure when Redis does not answer within the operation timeout.
+ */
+export async function scanIds(ops: RedisOperations, base: string, kind: string, suffix: string): Promise<string[]> {
   const ids = new Set<string>();
-  const match = `${globLiteral(prefix)}*${globLiteral(suffix)}`;
-  let cursor = "0";
-  do {
-    const [next, keys] = await ops.read((r: Redis) => r.scan(cursor, "MATCH", match, "COUNT", SCAN_COUNT));
-    cursor = next;
-    // SCAN may return a key twice; a key shorter than prefix + suffix cannot be one of ours.
-    for (const k of keys) if (k.length >= prefix.length + suffix.length) ids.add(k.slice(prefix.length, k.length - suffix.length));
-  } while (cursor !== "0");
+  const head = `${base}${kind}:{`;
+  await scanKeys(ops, `${globLiteral(head)}*}:*${globLiteral(suffix)}`, async (_node, keys) => {
+    for (const k of keys) {
+      if (!k.startsWith(head) || !k.endsWith(suffix)) continue;
+      const close = k.indexOf("}:", head.length);
+      if (close >= 0 && close + 2 <= k.length - suffix.length) ids.add(k.slice(close + 2, k.length - suffix.length));
+    }
+  });
   return [...ids];
 }
 
 /**
- * Deletes every key that starts with `prefix` (SCAN, then UNLINK in steps),
- * for `mecatl-drivers copy --replace` on a Redis target.
+ * Deletes every key that starts with `prefix` (SCAN, then UNLINK of each
+ * key, on every primary), for `mecatl-drivers copy --replace` on a Redis
+ * target.
  *
  * @throws StoreFailure when Redis does not answer within the operation timeout.
  */
 export async function unlinkAll(ops: RedisOperations, prefix: string): Promise<void> {
-  let cursor = "0";
-  do {
-    const [next, keys] = await ops.read((r: Redis) => r.scan(cursor, "MATCH", `${globLiteral(prefix)}*`, "COUNT", SCAN_COUNT));
-    cursor = next;
-    if (keys.length > 0) await ops.read((r: Redis) => r.unlink(...keys));
-  } while (cursor !== "0");
+  await scanKeys(ops, `${globLiteral(prefix)}*`, async (node, keys) => {
+    // One key per command: keys of one node may still lie on different slots.
+    await ops.read(() => Promise.all(keys.map((k) => node.unlink(k))));
+  });
 }
