@@ -1,4 +1,5 @@
 import { StoreFailure } from "./store-failure.js";
+import { ReplicaShortfall } from "./redis-script.js";
 
 /**
  * What one failed Redis attempt means for the operation it belongs to
@@ -52,7 +53,8 @@ const MAYBE_SENT = /^Reached the max retries per request|^Socket timeout\b|^Conn
 /**
  * Classifies an error thrown by one Redis attempt (ioredis command, script
  * or MULTI) as {@link RedisErrorClass}. A {@link StoreFailure} (the write
- * guard's `not_durable`) is final. Error replies are read from their text:
+ * guard's `not_durable`) is final. A {@link ReplicaShortfall} (fewer
+ * replicas than `--redis-wait-replicas` acknowledged) is passing and sent. Error replies are read from their text:
  * `MISCONF` (Redis cannot persist) is `not_durable`, or `disk_full` when the
  * text says no space is left on the device; `OOM` (maxmemory reached) and
  * `NOREPLICAS` are final too. Errors raised inside a script keep the reply's
@@ -61,6 +63,8 @@ const MAYBE_SENT = /^Reached the max retries per request|^Socket timeout\b|^Conn
 export function classifyRedisError(err: unknown): RedisErrorClass {
   if (err instanceof StoreFailure) return { kind: "fail", failure: err };
   if (err instanceof RedisAttemptTimeout) return { kind: "retry", sent: true, cause: "no answer" };
+  // Applied on the primary (and recorded): a retry replays the record and waits again.
+  if (err instanceof ReplicaShortfall) return { kind: "retry", sent: true, cause: err.message };
   if (!(err instanceof Error)) return { kind: "bug" };
   const message = err.message;
   if (err.name === "ReplyError") {

@@ -5,6 +5,8 @@ import { join } from "node:path";
 import { Cluster, Redis, type RedisOptions } from "ioredis";
 import { freeLowPort, waitFor } from "./wait.js";
 import { waitForPong } from "./redis-server.js";
+import { RedisKeys } from "../../services/storage/redis-keys.js";
+import { keySlot } from "../../services/storage/redis-layout.js";
 
 /**
  * Shell wrapper around one `redis-server`: prints its pid, ends when it ends,
@@ -52,6 +54,8 @@ export interface SpawnedCluster {
   primaries(): Promise<ClusterNode[]>;
   /** The running node that is primary for `slot` now. */
   primaryOf(slot: number): Promise<ClusterNode>;
+  /** The nodes that replicate `primary` now (running or not). */
+  replicasOf(primary: ClusterNode): Promise<ClusterNode[]>;
   /**
    * Waits until every running node reports `cluster_state:ok`, every slot has
    * a running primary, and every running replica's link to its primary is up.
@@ -327,6 +331,11 @@ export async function spawnCluster(options: ClusterOptions = {}): Promise<Spawne
       if (node === undefined || !node.running) throw new Error(`slot ${slot} has no running primary`);
       return node;
     },
+    async replicasOf(primary: ClusterNode) {
+      const lines = await nodeLines();
+      const id = lines.find((l) => l.address === primary.address)?.id;
+      return lines.filter((l) => l.primaryId === id).map((l) => byAddress(l.address)).filter((n): n is ClusterNode => n !== undefined);
+    },
     waitHealthy,
     async flush() {
       for (const n of await primaries()) {
@@ -341,4 +350,16 @@ export async function spawnCluster(options: ClusterOptions = {}): Promise<Spawne
     client: () => new Cluster(seeds.map((a) => ({ host: "127.0.0.1", port: Number(a.split(":")[1]) })), { redisOptions: nodeClientOptions(options) }),
     stop,
   };
+}
+
+/**
+ * A session id (starting with `hint`) whose keys, under the default key
+ * prefix and partition count, live on a slot `node` is primary for now.
+ */
+export async function sessionIdOn(cluster: SpawnedCluster, node: ClusterNode, hint: string): Promise<string> {
+  const keys = new RedisKeys("mecatl-drivers:");
+  for (let i = 0; ; i++) {
+    const id = `${hint}-${i}`;
+    if ((await cluster.primaryOf(keySlot(keys.snapshot(id)))).port === node.port) return id;
+  }
 }
