@@ -57,6 +57,22 @@ export function parsePositiveInt(text: string): number {
   return n;
 }
 
+/** Most replicas `--redis-wait-replicas` may ask for. */
+export const MAX_WAIT_REPLICAS = 16;
+
+/**
+ * Parses `--redis-wait-replicas`: 0 (no WAIT) to {@link MAX_WAIT_REPLICAS}.
+ *
+ * @throws InvalidArgumentError for anything else.
+ */
+export function parseWaitReplicas(text: string): number {
+  const n = Number(text);
+  if (text.trim() === "" || !Number.isInteger(n) || n < 0 || n > MAX_WAIT_REPLICAS) {
+    throw new InvalidArgumentError(`expected a whole number of replicas from 0 to ${MAX_WAIT_REPLICAS}, got ${JSON.stringify(text)}`);
+  }
+  return n;
+}
+
 /**
  * Parses a size flag such as `512MB`, `2GB` or `1048576` (bytes; units are
  * powers of 1024, as the `bytes` package reads them).
@@ -105,6 +121,7 @@ function refuseRedisFlagsForSqlite(f: ServeFlags): void {
     ["--redis-tls-ca", f.redisTlsCa !== undefined],
     ["--redis-allow-plaintext", f.redisAllowPlaintext],
     ["--redis-durability", f.redisDurability !== "strict"],
+    ["--redis-wait-replicas", f.redisWaitReplicas !== 0],
     ["--redis-key-prefix", f.redisKeyPrefix !== DEFAULT_REDIS_KEY_PREFIX],
   ];
   const flag = given.find(([, set]) => set)?.[0];
@@ -143,6 +160,7 @@ interface ServeFlags extends StoreFlags {
   metricsTlsClientCa?: string;
   storeSizeInterval: number;
   redisDurability: "strict" | "relaxed";
+  redisWaitReplicas: number;
   shutdownGrace: number;
   storeTimeout: number;
   keepaliveTime: number;
@@ -182,7 +200,7 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
     metricsListen: f.metricsListen,
     metricsTls: f.metricsTlsCert === undefined ? undefined : { certFile: f.metricsTlsCert, keyFile: f.metricsTlsKey!, clientCaFile: f.metricsTlsClientCa },
     storeSizeIntervalMs: f.storeSizeInterval,
-    backend: { ...store, storeTimeoutMs: f.storeTimeout, redis: { ...store.redis, durability: f.redisDurability } },
+    backend: { ...store, storeTimeoutMs: f.storeTimeout, redis: { ...store.redis, durability: f.redisDurability, waitReplicas: f.redisWaitReplicas } },
     settings: { leaseTtlMs: f.leaseTtl, maxFollowers: f.maxFollowers, followBuffer: f.followBuffer, followStallMs: f.followStall, followPollIntervalMs: f.followPollInterval },
     shutdownGraceMs: f.shutdownGrace,
     connections: {
@@ -258,6 +276,14 @@ export function serveCommand(): Command {
       new Option("--redis-durability <mode>", "strict: require appendonly yes + appendfsync always; relaxed: accept weaker persistence (acknowledged writes may be lost)")
         .choices(["strict", "relaxed"])
         .default("strict"),
+    )
+    .addOption(
+      new Option(
+        "--redis-wait-replicas <n>",
+        "answer a write OK only once this many replicas hold it (WAIT n after each write, on its primary); if they do not in time, the call fails UNAVAILABLE with the outcome unknown",
+      )
+        .default(0)
+        .argParser(parseWaitReplicas),
     )
     .addOption(
       new Option("--store-timeout <duration>", "longest one store operation may take (retries included) before the call fails with UNAVAILABLE")

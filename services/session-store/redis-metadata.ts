@@ -45,7 +45,7 @@
  * write is applied once; paths that write nothing return without recording.
  */
 import type { RedisKeys } from "../storage/redis-keys.js";
-import type { RedisOperations } from "../storage/redis-operation.js";
+import { RedisOperations } from "../storage/redis-operation.js";
 import { redisScript } from "../storage/redis-script.js";
 import { configureStore } from "../storage/redis-store.js";
 import { compareIdBytes } from "../../common/byte-order.js";
@@ -375,10 +375,15 @@ export interface MetaConfig {
 export class RedisSessionMetadata {
   private ready: Promise<MetaConfig> | undefined;
 
+  /** The configuration and backfill's operations: derived data a later start writes again, so no WAIT for replicas. */
+  private readonly startOps: RedisOperations;
+
   constructor(
     private readonly ops: RedisOperations,
     private readonly keys: RedisKeys,
-  ) {}
+  ) {
+    this.startOps = new RedisOperations(ops.redis, ops.timeoutMs, false);
+  }
 
   /**
    * The store's partition count and id, after the upgrade backfill: the
@@ -402,7 +407,7 @@ export class RedisSessionMetadata {
   }
 
   private configure(migrated: string): ReturnType<typeof configureStore> {
-    return configureStore(this.ops, this.keys, { partitions: String(this.keys.layout.partitions), migrated });
+    return configureStore(this.startOps, this.keys, { partitions: String(this.keys.layout.partitions), migrated });
   }
 
   private async start(): Promise<MetaConfig> {
@@ -428,7 +433,7 @@ export class RedisSessionMetadata {
           const [payload, modified, meta] = await this.ops.read((r) => r.hmgetBuffer(this.keys.snapshot(id), "payload", "modified_us", "meta"));
           // (A payload held in chunks was saved by this build, with its metadata.)
           if (payload === null || modified === null || meta !== null) return;
-          const op = this.ops.begin();
+          const op = this.startOps.begin();
           const { keys, args } = this.write(config, id, projectStoredSnapshot(id, payload), op.id);
           await op.script(SAVE_PROJECTED, keys, [id, "", "", "backfill", ...args(modified.toString())], op.record(this.keys.sessionOp(id, op.id)));
         }),

@@ -2,6 +2,9 @@ import type { RedisClient } from "./redis-client.js";
 import { SqliteDatabase } from "./sqlite-database.js";
 import { durabilityWatch, StartupError, type RedisConnectOptions } from "./redis-connection.js";
 import { connectRedisClient, isCluster, isRedisStoreUrl } from "./redis-client.js";
+import { clusterDurability } from "./redis-cluster.js";
+import { setReplicaWait } from "./redis-replicas.js";
+import type { EventEmitter } from "node:events";
 import type { RedisKeys } from "./redis-keys.js";
 import { openRedisStore } from "./redis-store.js";
 import type { UpgradeLog } from "./redis-upgrade.js";
@@ -25,6 +28,8 @@ export interface RedisBackend {
   readonly kind: "redis";
   /** A single-Redis connection, or a cluster client (see {@link isCluster}). */
   readonly redis: RedisClient;
+  /** With `--redis-wait-replicas`: the client writes go through (redis-replicas.ts). */
+  readonly writer?: RedisClient;
   readonly keys: RedisKeys;
   /** True when `appendonly yes` + `appendfsync always` were verified at start. */
   readonly durable: boolean;
@@ -41,7 +46,14 @@ export interface BackendOptions {
   /** `sqlite:PATH`, `sqlite::memory:`, `redis://HOST:PORT[/DB]`, `rediss://...`, `redis+cluster://HOST:PORT[,HOST:PORT...]` or `rediss+cluster://...`. */
   store: string;
   /** Redis settings besides the URL. */
-  redis?: Omit<RedisConnectOptions, "url">;
+  redis?: Omit<RedisConnectOptions, "url"> & {
+    /**
+     * `--redis-wait-replicas`: replicas that must acknowledge every write
+     * (`WAIT`) before it is answered OK; 0 (the default) answers once the
+     * primary has it.
+     */
+    waitReplicas?: number;
+  };
   /** Redis key prefix (`--redis-key-prefix`, default `mecatl-drivers:`). */
   redisKeyPrefix?: string;
   /**
@@ -86,15 +98,22 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
     }
   }
   if (isRedisStoreUrl(store)) {
-    const redis = await connectRedisClient({ ...options.redis, url: store, storeTimeoutMs });
+    const { waitReplicas = 0, ...connect } = options.redis ?? {};
+    const redis = await connectRedisClient({ ...connect, url: store, storeTimeoutMs });
+    let writer: RedisClient | undefined;
     let keys: RedisKeys;
     try {
+      if (waitReplicas > 0) {
+        writer = await connectRedisClient({ ...connect, url: store, storeTimeoutMs });
+        setReplicaWait(redis, { replicas: waitReplicas, writer });
+      }
       keys = await openRedisStore(redis, { prefix: options.redisKeyPrefix ?? DEFAULT_REDIS_KEY_PREFIX, storeTimeoutMs, mode: "serve", log: options.log });
     } catch (err) {
       redis.disconnect();
+      writer?.disconnect();
       throw err instanceof StartupError ? err : new StartupError(`cannot open the Redis store: ${(err as Error).message}`);
     }
-    return { kind: "redis", redis, keys, durable: (options.redis?.durability ?? "strict") === "strict", description: store, storeTimeoutMs };
+    return { kind: "redis", redis, writer, keys, durable: (connect.durability ?? "strict") === "strict", description: store, storeTimeoutMs };
   }
   throw new StartupError(`--store ${JSON.stringify(store)} is not a known store; ${KNOWN_STORES}`);
 }
@@ -109,9 +128,15 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
  */
 export function backendProblem(backend: Backend): string | undefined {
   if (backend.kind === "sqlite") return backend.db.problem;
+  return clientProblem(backend.redis) ?? (backend.writer === undefined ? undefined : clientProblem(backend.writer));
+}
+
+/** {@link backendProblem} of one Redis client: a single connection, or a cluster (ClusterDurability.problem). */
+function clientProblem(client: RedisClient): string | undefined {
+  if (isCluster(client)) return clusterDurability(client)?.problem() ?? (client.status === "ready" ? undefined : "Redis Cluster connection lost; reconnecting");
   const lost = "Redis connection lost; reconnecting (and, in strict mode, verifying durability again)";
-  if (backend.redis.status !== "ready") return lost;
-  const watch = durabilityWatch(backend.redis);
+  if (client.status !== "ready") return lost;
+  const watch = durabilityWatch(client);
   if (watch === undefined) return undefined;
   return watch.problem ?? (watch.verified ? undefined : lost);
 }
@@ -126,19 +151,28 @@ export function backendHealthy(backend: Backend): boolean {
  * state with {@link backendHealthy}. Returns a function that stops listening.
  */
 export function onBackendHealthChange(backend: Backend, listener: () => void): () => void {
-  const emitter = backend.kind === "sqlite" ? backend.db : backend.redis;
-  const events = backend.kind === "sqlite" ? ["health"] : ["ready", "close", "end", "reconnecting", "error"];
-  for (const e of events) emitter.on(e, listener);
-  const watch = backend.kind === "redis" ? durabilityWatch(backend.redis) : undefined;
+  if (backend.kind === "sqlite") {
+    backend.db.on("health", listener);
+    return () => void backend.db.off("health", listener);
+  }
+  const stops = [backend.redis, backend.writer].filter((c): c is RedisClient => c !== undefined).map((c) => onClientChange(c, listener));
+  return () => stops.forEach((stop) => stop());
+}
+
+/** {@link onBackendHealthChange} for one Redis client. */
+function onClientChange(client: RedisClient, listener: () => void): () => void {
+  const events = ["ready", "close", "end", "reconnecting", "error"];
+  for (const e of events) client.on(e, listener);
+  const watch: EventEmitter | undefined = isCluster(client) ? clusterDurability(client) : durabilityWatch(client);
   watch?.on("change", listener);
   return () => {
-    for (const e of events) emitter.off(e, listener);
+    for (const e of events) client.off(e, listener);
     watch?.off("change", listener);
   };
 }
 
 /** Closes the backend after in-flight work: waits for SQLite's queue, QUITs Redis (every node of a cluster). */
 export async function closeBackend(backend: Backend): Promise<void> {
-  if (backend.kind === "sqlite") await backend.db.close();
-  else await backend.redis.quit().catch(() => backend.redis.disconnect());
+  if (backend.kind === "sqlite") return backend.db.close();
+  await Promise.all([backend.redis, backend.writer].map((c) => c?.quit().catch(() => c.disconnect())));
 }

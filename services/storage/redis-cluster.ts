@@ -1,7 +1,15 @@
 import { Cluster, type ClusterOptions } from "ioredis";
 import { isLoopbackHost } from "../server/addresses.js";
-import { credentialsRefused, redisNodeOptions, refusePlaintextForTls, verifyDurability, StartupError, type RedisConnectOptions } from "./redis-connection.js";
-import { defineRedisScripts } from "./redis-script.js";
+import { credentialsRefused, durabilityCheckTimeoutMs, redisNodeOptions, refusePlaintextForTls, verifyDurability, StartupError, type RedisConnectOptions } from "./redis-connection.js";
+import { ClusterDurability } from "./redis-cluster-durability.js";
+import { defineRedisScripts, guardRedisWrites } from "./redis-script.js";
+
+const clusterHealth = new WeakMap<Cluster, ClusterDurability>();
+
+/** The per-node durability and slot coverage watch {@link connectRedisCluster} put on a cluster client. */
+export function clusterDurability(cluster: Cluster): ClusterDurability | undefined {
+  return clusterHealth.get(cluster);
+}
 
 /** A seed node of a Redis Cluster URL. */
 export interface ClusterSeed {
@@ -76,8 +84,10 @@ export const SLOTS_REFRESH_MS = 1000;
  * the slot map and the cluster reports `cluster_state:ok`, and, with
  * `durability` strict (the default), checks that every node (primaries and
  * replicas: a replica becomes a primary on failover) runs with `appendonly
- * yes` and `appendfsync always`. Every declared Lua script is defined on the
- * client before it is returned.
+ * yes` and `appendfsync always`; a {@link ClusterDurability} keeps checking
+ * every node afterwards, and guards every write script by the primary of its
+ * key's slot. Every declared Lua script is defined on the client before it
+ * is returned.
  *
  * The client follows MOVED and ASK redirections and TRYAGAIN by itself
  * (the command was not run, so sending it again is safe), and never sends a
@@ -137,7 +147,8 @@ export async function connectRedisCluster(options: RedisConnectOptions): Promise
   } finally {
     clearTimeout(timer);
   }
-  if ((options.durability ?? "strict") === "strict") {
+  const strict = (options.durability ?? "strict") === "strict";
+  if (strict) {
     for (const node of cluster.nodes("all")) {
       try {
         await verifyDurability(node, `node ${node.options.host}:${node.options.port}`);
@@ -146,6 +157,9 @@ export async function connectRedisCluster(options: RedisConnectOptions): Promise
       }
     }
   }
+  const health = new ClusterDurability(cluster, strict, { timeoutMs: durabilityCheckTimeoutMs(options.storeTimeoutMs ?? 5000) });
+  clusterHealth.set(cluster, health);
+  guardRedisWrites(cluster, (key) => health.admit(key));
   // Before any service command: see defineRedisScripts for why this cannot wait for first use.
   defineRedisScripts(cluster);
   return cluster;

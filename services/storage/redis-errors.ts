@@ -1,4 +1,5 @@
 import { StoreFailure } from "./store-failure.js";
+import { ReplicaShortfall } from "./redis-script.js";
 
 /**
  * What one failed Redis attempt means for the operation it belongs to
@@ -32,11 +33,19 @@ const PASSING_REPLY: Array<[RegExp, string]> = [
   [/^READONLY\b/, "the Redis server is a read-only replica"],
   [/^MASTERDOWN\b/, "the replica lost its primary"],
   [/^TRYAGAIN\b|^CLUSTERDOWN\b/, "the Redis cluster is reconfiguring"],
+  // A redirection the cluster client did not follow (a pipeline on one node, see redis-script.ts runScriptAndWait).
+  [/^(MOVED|ASK) \d+ /, "the Redis cluster moved the slot"],
   [/^BUSY\b/, "Redis is busy running a script"],
 ];
 
-/** ioredis's message for a command it never wrote: the offline queue is off and the connection is not ready. */
-const NOT_SENT = /^Stream isn't writeable/;
+/**
+ * ioredis's messages for a command it never wrote, or that Redis refused
+ * without running it: the offline queue is off and the connection is not
+ * ready; the cluster client is not ready (no offline queue either); or the
+ * cluster client gave up following redirections (MOVED, ASK, TRYAGAIN and
+ * CLUSTERDOWN all mean the command was not run), e.g. while a slot migrates.
+ */
+const NOT_SENT = /^Stream isn't writeable|^Cluster isn't ready|^Too many Cluster redirections/;
 
 /**
  * ioredis's messages for a command that may have been written before the
@@ -47,12 +56,13 @@ const NOT_SENT = /^Stream isn't writeable/;
  * gets it too, so it cannot prove the command unsent), and "Command aborted
  * due to connection close" (a command of an auto-pipeline that was cut short).
  */
-const MAYBE_SENT = /^Reached the max retries per request|^Socket timeout\b|^Connection is closed\.|^Command aborted due to connection close|ECONNRESET|EPIPE|ETIMEDOUT/;
+const MAYBE_SENT = /^(?:\w*Error: )?(?:Reached the max retries per request|Socket timeout\b|Connection is closed\.|Command aborted due to connection close)|ECONNRESET|EPIPE|ETIMEDOUT/;
 
 /**
  * Classifies an error thrown by one Redis attempt (ioredis command, script
  * or MULTI) as {@link RedisErrorClass}. A {@link StoreFailure} (the write
- * guard's `not_durable`) is final. Error replies are read from their text:
+ * guard's `not_durable`) is final. A {@link ReplicaShortfall} (fewer
+ * replicas than `--redis-wait-replicas` acknowledged) is passing and sent. Error replies are read from their text:
  * `MISCONF` (Redis cannot persist) is `not_durable`, or `disk_full` when the
  * text says no space is left on the device; `OOM` (maxmemory reached) and
  * `NOREPLICAS` are final too. Errors raised inside a script keep the reply's
@@ -61,6 +71,8 @@ const MAYBE_SENT = /^Reached the max retries per request|^Socket timeout\b|^Conn
 export function classifyRedisError(err: unknown): RedisErrorClass {
   if (err instanceof StoreFailure) return { kind: "fail", failure: err };
   if (err instanceof RedisAttemptTimeout) return { kind: "retry", sent: true, cause: "no answer" };
+  // Applied on the primary (and recorded): a retry replays the record and waits again.
+  if (err instanceof ReplicaShortfall) return { kind: "retry", sent: true, cause: err.message };
   if (!(err instanceof Error)) return { kind: "bug" };
   const message = err.message;
   if (err.name === "ReplyError") {
@@ -73,6 +85,11 @@ export function classifyRedisError(err: unknown): RedisErrorClass {
     if (/\bOOM\b/.test(message)) return { kind: "fail", failure: new StoreFailure("disk_full", "Redis maxmemory reached; nothing was written", { cause: err }) };
     if (/\bNOREPLICAS\b/.test(message)) return { kind: "fail", failure: new StoreFailure("not_durable", "Redis has too few replicas to accept writes; nothing was written", { cause: err }) };
     return { kind: "bug" };
+  }
+  if (/^Too many Cluster redirections/.test(message)) {
+    // The client stops after 16 errors in a row and reports the last one, which decides.
+    const last = message.slice(message.indexOf("Last error:") + "Last error:".length).trim();
+    return { kind: "retry", sent: MAYBE_SENT.test(last), cause: "the Redis cluster is moving the slot" };
   }
   if (NOT_SENT.test(message)) return { kind: "retry", sent: false, cause: "not connected" };
   if (MAYBE_SENT.test(message)) return { kind: "retry", sent: true, cause: "connection lost" };

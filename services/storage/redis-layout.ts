@@ -82,3 +82,17 @@ export class StoreLayout {
     return Array.from({ length: this.partitions }, (_, p) => p);
   }
 }
+
+/**
+ * The Redis Cluster slot of `key`: of its hash tag (the text between its
+ * first `{` and the first `}` after it) when that is not empty, else of the
+ * whole key; computed on the UTF-8 bytes, as CLUSTER KEYSLOT does.
+ */
+export function keySlot(key: string): number {
+  const open = key.indexOf("{");
+  if (open >= 0) {
+    const close = key.indexOf("}", open + 1);
+    if (close > open + 1) return slotOfTag(key.slice(open + 1, close));
+  }
+  return slotOfTag(key);
+}

@@ -2,7 +2,8 @@ import type { RedisClient } from "./redis-client.js";
 import { randomBytes } from "node:crypto";
 import pRetry, { AbortError } from "p-retry";
 import { classifyRedisError, RedisAttemptTimeout } from "./redis-errors.js";
-import { opRecordTtlMs, runScript, runScriptBuffer, type OpRecord, type RedisScript } from "./redis-script.js";
+import { replicaWait } from "./redis-replicas.js";
+import { opRecordTtlMs, ReplicaShortfall, runScript, runScriptAndWait, runScriptBuffer, type OpRecord, type RedisScript } from "./redis-script.js";
 import { StoreFailure } from "./store-failure.js";
 
 type ScriptArg = string | Buffer | Uint8Array | number;
@@ -61,6 +62,7 @@ export class RedisOperation {
     private readonly redis: RedisClient,
     private readonly timeoutMs: number,
     private readonly writes: boolean,
+    private readonly waits = true,
   ) {}
 
   /** The operation record to run a write script with, under `key` (a `RedisKeys.*Op` key built from {@link id}). */
@@ -79,8 +81,20 @@ export class RedisOperation {
    * Buffers when `buffers` is true.
    */
   script(script: RedisScript, keys: string[], args: ScriptArg[], op?: OpRecord, buffers = false): Promise<unknown> {
+    const wait = script.readOnly === true || !this.waits ? undefined : replicaWait(this.redis);
+    if (wait !== undefined) {
+      // Writes go through the writer connection, so that a WAIT blocks no read;
+      // a recorded write is acknowledged only once enough replicas hold it.
+      if (op === undefined) return this.attempt(false, () => (buffers ? runScriptBuffer : runScript)(wait.writer, script, keys, args));
+      return this.attempt(true, () => runScriptAndWait(wait.writer, script, buffers, keys, args, op, wait.replicas, this.waitMs()));
+    }
     const run = buffers ? runScriptBuffer : runScript;
     return this.attempt(op !== undefined, (redis) => run(redis, script, keys, args, op));
+  }
+
+  /** Milliseconds a WAIT of this operation may block: most of the time it has left, at least 1 (WAIT 0 would block forever). */
+  private waitMs(): number {
+    return Math.max(1, Math.floor(this.remainingMs() * 0.8));
   }
 
   private remainingMs(): number {
@@ -131,6 +145,9 @@ export class RedisOperation {
     const c = classifyRedisError(err);
     if (c.kind === "bug") return err;
     const late = `Redis did not answer within ${this.timeoutMs} ms (${cause})`;
+    if (err instanceof ReplicaShortfall) {
+      return new StoreFailure("outcome_unknown", `the write was applied on the Redis primary, but ${err.message} (--redis-wait-replicas ${err.wanted}): it could be lost with that primary (outcome unknown)`, { cause: err });
+    }
     if (this.maybeApplied) {
       // This attempt wrote nothing, but an earlier one may have: drop the "nothing was written" ending.
       const why = c.kind === "fail" ? c.failure.message.replace(/;? (?:and )?nothing was written$/, "").replace(/; the write was refused$/, "; this attempt was refused") : late;
@@ -149,15 +166,20 @@ export class RedisOperations {
   /**
    * @param redis the shared command connection.
    * @param timeoutMs `--store-timeout` in milliseconds.
+   * @param waits false for writes that need not wait for replicas under
+   *   `--redis-wait-replicas` (redis-replicas.ts): the store's configuration
+   *   and derived data written at start, which a start after a failover
+   *   writes again; true (the default) for every write of an RPC.
    */
   constructor(
     readonly redis: RedisClient,
     readonly timeoutMs: number,
+    readonly waits = true,
   ) {}
 
   /** A new operation for a write RPC (fresh id, deadline `timeoutMs` from now). */
   begin(): RedisOperation {
-    return new RedisOperation(this.redis, this.timeoutMs, true);
+    return new RedisOperation(this.redis, this.timeoutMs, true, this.waits);
   }
 
   /** Runs one request that changes nothing as its own bounded, retried operation. */

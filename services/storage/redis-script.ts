@@ -99,7 +99,7 @@ export interface OpRecord {
  * refuse the write, or returns a promise the write waits for (rejecting
  * refuses it).
  */
-const writeGuards = new WeakMap<RedisClient, () => void | Promise<void>>();
+const writeGuards = new WeakMap<RedisClient, (key: string | undefined) => void | Promise<void>>();
 
 /**
  * Installs `check` on `redis`: every script not marked `readOnly` runs it
@@ -108,7 +108,7 @@ const writeGuards = new WeakMap<RedisClient, () => void | Promise<void>>();
  * writes while the server is not known to be durable, and to hold them while
  * it is checked again after a reconnect (redis-connection.ts).
  */
-export function guardRedisWrites(redis: RedisClient, check: () => void | Promise<void>): void {
+export function guardRedisWrites(redis: RedisClient, check: (key: string | undefined) => void | Promise<void>): void {
   writeGuards.set(redis, check);
 }
 
@@ -151,8 +151,8 @@ export function defineRedisScripts(redis: RedisClient): void {
   for (const script of declared) define(redis, script);
 }
 
-function runner(redis: RedisClient, script: RedisScript, buffers: boolean): ScriptRunner {
-  const admitted = script.readOnly === true ? undefined : writeGuards.get(redis)?.();
+function runner(redis: RedisClient, script: RedisScript, buffers: boolean, key: string | undefined): ScriptRunner {
+  const admitted = script.readOnly === true ? undefined : writeGuards.get(redis)?.(key);
   // Scripts not declared with redisScript (tests) are defined here, on first use.
   define(redis, script);
   const r = redis as unknown as Record<string, ScriptRunner>;
@@ -163,12 +163,64 @@ function runner(redis: RedisClient, script: RedisScript, buffers: boolean): Scri
 
 type ScriptArg = string | Buffer | Uint8Array | number;
 
-function call(redis: RedisClient, script: RedisScript, buffers: boolean, keys: string[], args: ScriptArg[], op: OpRecord | undefined): Promise<unknown> {
+/** The arguments of a script command: key count, KEYS, ARGV, with the operation record's key and TTL when given. */
+function scriptArgs(script: RedisScript, keys: string[], args: ScriptArg[], op: OpRecord | undefined): [number, ...ScriptArg[]] {
   if (recorded(script) !== (op !== undefined)) {
     throw new Error(`${script.name}: ${op === undefined ? "a write script needs an operation record" : "a read-only or idempotent script takes no operation record"}`);
   }
-  const run = runner(redis, script, buffers);
-  return op === undefined ? run(keys.length, ...keys, ...args) : run(keys.length + 1, ...keys, op.key, ...args, op.ttlMs);
+  return op === undefined ? [keys.length, ...keys, ...args] : [keys.length + 1, ...keys, op.key, ...args, op.ttlMs];
+}
+
+function call(redis: RedisClient, script: RedisScript, buffers: boolean, keys: string[], args: ScriptArg[], op: OpRecord | undefined): Promise<unknown> {
+  const argv = scriptArgs(script, keys, args, op);
+  return runner(redis, script, buffers, keys[0])(...argv);
+}
+
+/**
+ * Thrown when fewer replicas than `--redis-wait-replicas` acknowledged a
+ * write within the time given to WAIT: the write is applied on the primary
+ * (and recorded), but could be lost with it.
+ */
+export class ReplicaShortfall extends Error {
+  override name = "ReplicaShortfall";
+
+  /**
+   * @param acknowledged replicas that acknowledged (WAIT's answer).
+   * @param wanted `--redis-wait-replicas`.
+   * @param waitedMs the WAIT timeout in milliseconds.
+   */
+  constructor(
+    readonly acknowledged: number,
+    readonly wanted: number,
+    readonly waitedMs: number,
+  ) {
+    super(`only ${acknowledged} of ${wanted} replicas acknowledged the write within ${waitedMs} ms`);
+  }
+}
+
+/**
+ * Runs a write `script` like {@link runScript}, followed on the same
+ * connection by `WAIT replicas waitMs` (one pipeline, so that WAIT counts
+ * this write, whichever node of a cluster takes it): the answer is the
+ * script's once `replicas` replicas hold the write (`--redis-wait-replicas`,
+ * issue 13, deliverable 3).
+ *
+ * @throws ReplicaShortfall when fewer replicas acknowledged in time; the
+ *   errors of {@link runScript} otherwise.
+ */
+export async function runScriptAndWait(redis: RedisClient, script: RedisScript, buffers: boolean, keys: string[], args: ScriptArg[], op: OpRecord | undefined, replicas: number, waitMs: number): Promise<unknown> {
+  const argv = scriptArgs(script, keys, args, op);
+  const admitted = writeGuards.get(redis)?.(keys[0]);
+  if (admitted !== undefined) await admitted;
+  define(redis, script);
+  const pipeline = redis.pipeline();
+  (pipeline as unknown as Record<string, (...a: unknown[]) => unknown>)[buffers ? `${script.name}Buffer` : script.name]!(...argv);
+  pipeline.wait(replicas, waitMs);
+  const [[scriptError, reply], [waitError, acknowledged]] = (await pipeline.exec()) as [[Error | null, unknown], [Error | null, number]];
+  if (scriptError !== null) throw scriptError;
+  if (waitError !== null) throw waitError;
+  if (acknowledged < replicas) throw new ReplicaShortfall(acknowledged, replicas, waitMs);
+  return reply;
 }
 
 /**

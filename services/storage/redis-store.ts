@@ -102,7 +102,8 @@ export interface OpenStoreOptions {
  */
 export async function openRedisStore(redis: RedisClient, options: OpenStoreOptions): Promise<RedisKeys> {
   const probe = new RedisKeys(options.prefix);
-  const ops = new RedisOperations(redis, options.storeTimeoutMs);
+  // The configuration and the upgrade are written again by a start after a failover lost them: no WAIT.
+  const ops = new RedisOperations(redis, options.storeTimeoutMs, false);
   const recorded = await readConfig(ops, probe);
   if (recorded?.layout === String(KEY_LAYOUT_VERSION)) return new RedisKeys(options.prefix, recorded.partitions);
   const legacy = await findLegacyKey(ops, options.prefix);

@@ -5,6 +5,8 @@ import { join } from "node:path";
 import { Cluster, Redis, type RedisOptions } from "ioredis";
 import { freeLowPort, waitFor } from "./wait.js";
 import { waitForPong } from "./redis-server.js";
+import { RedisKeys } from "../../services/storage/redis-keys.js";
+import { keySlot } from "../../services/storage/redis-layout.js";
 
 /**
  * Shell wrapper around one `redis-server`: prints its pid, ends when it ends,
@@ -52,6 +54,15 @@ export interface SpawnedCluster {
   primaries(): Promise<ClusterNode[]>;
   /** The running node that is primary for `slot` now. */
   primaryOf(slot: number): Promise<ClusterNode>;
+  /** The nodes that replicate `primary` now (running or not). */
+  replicasOf(primary: ClusterNode): Promise<ClusterNode[]>;
+  /**
+   * Moves `slot` to primary `to` as `redis-cli --cluster reshard` does:
+   * IMPORTING on the target, MIGRATING on the source, MIGRATE of the slot's
+   * keys `batch` at a time (calling `between` after each batch), then
+   * SETSLOT NODE on every primary.
+   */
+  migrateSlot(slot: number, to: ClusterNode, options?: { batch?: number; between?: () => Promise<void> }): Promise<void>;
   /**
    * Waits until every running node reports `cluster_state:ok`, every slot has
    * a running primary, and every running replica's link to its primary is up.
@@ -313,6 +324,13 @@ export async function spawnCluster(options: ClusterOptions = {}): Promise<Spawne
       }
     }, timeoutMs, "the Redis cluster to be healthy");
   };
+  const primaryOf = async (slot: number) => {
+    const lines = await nodeLines();
+    const owner = lines.find((l) => l.flags.includes("master") && !l.flags.some((f) => f.startsWith("fail")) && covers(l.slots, slot));
+    const node = owner === undefined ? undefined : byAddress(owner.address);
+    if (node === undefined || !node.running) throw new Error(`slot ${slot} has no running primary`);
+    return node;
+  };
   await waitHealthy();
   const seeds = nodes.slice(0, primaryCount).map((n) => n.address);
   return {
@@ -320,12 +338,34 @@ export async function spawnCluster(options: ClusterOptions = {}): Promise<Spawne
     url: `${options.tls === undefined ? "redis" : "rediss"}+cluster://${seeds.join(",")}`,
     nodeTimeoutMs,
     primaries,
-    async primaryOf(slot: number) {
+    primaryOf,
+    async replicasOf(primary: ClusterNode) {
       const lines = await nodeLines();
-      const owner = lines.find((l) => l.flags.includes("master") && !l.flags.some((f) => f.startsWith("fail")) && covers(l.slots, slot));
-      const node = owner === undefined ? undefined : byAddress(owner.address);
-      if (node === undefined || !node.running) throw new Error(`slot ${slot} has no running primary`);
-      return node;
+      const id = lines.find((l) => l.address === primary.address)?.id;
+      return lines.filter((l) => l.primaryId === id).map((l) => byAddress(l.address)).filter((n): n is ClusterNode => n !== undefined);
+    },
+    async migrateSlot(slot: number, to: ClusterNode, opts: { batch?: number; between?: () => Promise<void> } = {}) {
+      const from = await primaryOf(slot);
+      if (from.port === to.port) return;
+      const idOf = async (n: ClusterNode) => (await command(n, "CLUSTER", "MYID")) as string;
+      const [fromId, toId] = [await idOf(from), await idOf(to)];
+      await command(to, "CLUSTER", "SETSLOT", String(slot), "IMPORTING", fromId);
+      await command(from, "CLUSTER", "SETSLOT", String(slot), "MIGRATING", toId);
+      const c = from.client();
+      try {
+        for (;;) {
+          const keys = (await c.call("CLUSTER", "GETKEYSINSLOT", String(slot), String(opts.batch ?? 100))) as string[];
+          if (keys.length === 0) break;
+          const auth = options.password === undefined ? [] : ["AUTH", options.password];
+          await c.call("MIGRATE", "127.0.0.1", String(to.port), "", "0", "5000", ...auth, "KEYS", ...keys);
+          await opts.between?.();
+        }
+      } finally {
+        c.disconnect();
+      }
+      await command(to, "CLUSTER", "SETSLOT", String(slot), "NODE", toId);
+      await command(from, "CLUSTER", "SETSLOT", String(slot), "NODE", toId);
+      for (const n of await primaries()) if (n.port !== to.port && n.port !== from.port) await command(n, "CLUSTER", "SETSLOT", String(slot), "NODE", toId);
     },
     waitHealthy,
     async flush() {
@@ -341,4 +381,16 @@ export async function spawnCluster(options: ClusterOptions = {}): Promise<Spawne
     client: () => new Cluster(seeds.map((a) => ({ host: "127.0.0.1", port: Number(a.split(":")[1]) })), { redisOptions: nodeClientOptions(options) }),
     stop,
   };
+}
+
+/**
+ * A session id (starting with `hint`) whose keys, under the default key
+ * prefix and partition count, live on a slot `node` is primary for now.
+ */
+export async function sessionIdOn(cluster: SpawnedCluster, node: ClusterNode, hint: string): Promise<string> {
+  const keys = new RedisKeys("mecatl-drivers:");
+  for (let i = 0; ; i++) {
+    const id = `${hint}-${i}`;
+    if ((await cluster.primaryOf(keySlot(keys.snapshot(id)))).port === node.port) return id;
+  }
 }

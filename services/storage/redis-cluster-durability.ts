@@ -1,0 +1,121 @@
+import { EventEmitter } from "node:events";
+import type { Cluster, Redis } from "ioredis";
+import { DurabilityWatch, type DurabilityWatchOptions } from "./redis-connection.js";
+import { CLUSTER_SLOTS, keySlot } from "./redis-layout.js";
+import { StoreFailure } from "./store-failure.js";
+
+/** `host:port` of a node connection, as the cluster client's slot map names nodes. */
+function nodeKey(node: Redis): string {
+  return `${node.options.host}:${node.options.port}`;
+}
+
+/**
+ * What a Redis Cluster store's health and write guard need to know, per
+ * node (issue 13, deliverable 3):
+ *
+ * - every node the client knows (primaries and replicas: a replica becomes
+ *   the primary of its slots on failover, and is then already checked) has
+ *   a {@link DurabilityWatch} in strict mode: checked when its connection
+ *   comes up, after every reconnect, and every few seconds. Nodes the client
+ *   discovers later (`+node`, after a failover, a slot migration, a node
+ *   added) are watched at once; nodes it drops (`-node`) are forgotten;
+ * - a write is admitted ({@link admit}) only when the primary of its key's
+ *   slot is connected and, in strict mode, found durable since it last
+ *   connected; it waits for a check in progress, like a single Redis's;
+ * - {@link problem} is undefined only while the client is ready, every slot
+ *   has a primary with a live connection, and (strict) every such primary is
+ *   verified durable: health is NOT_SERVING otherwise.
+ *
+ * Emits `change` whenever any of that may have changed.
+ */
+export class ClusterDurability extends EventEmitter {
+  private readonly watches = new Map<Redis, DurabilityWatch>();
+
+  /**
+   * @param cluster the store's cluster client.
+   * @param strict true with `--redis-durability strict`: nodes are watched.
+   * @param options timing of the watches.
+   */
+  constructor(
+    private readonly cluster: Cluster,
+    private readonly strict: boolean,
+    private readonly options: DurabilityWatchOptions = {},
+  ) {
+    super();
+    this.setMaxListeners(0);
+    const changed = () => this.emit("change");
+    for (const e of ["ready", "close", "end", "reconnecting", "refresh", "error"]) cluster.on(e, changed);
+    cluster.on("+node", (node: Redis) => {
+      this.add(node);
+      changed();
+    });
+    cluster.on("-node", (node: Redis) => {
+      this.watches.delete(node);
+      changed();
+    });
+    for (const node of cluster.nodes("all")) this.add(node);
+  }
+
+  private add(node: Redis): void {
+    if (this.watches.has(node)) return;
+    const changed = () => this.emit("change");
+    node.on("ready", changed);
+    node.on("close", changed);
+    if (this.strict) {
+      const watch = new DurabilityWatch(node, this.options);
+      watch.on("change", changed);
+      this.watches.set(node, watch);
+    }
+    // Node connections open on their first command; the watch's check is one, and a
+    // primary without traffic must still be seen to be up.
+    if (node.status === "wait") node.connect().catch(() => undefined);
+  }
+
+  /** The connection to the primary the client routes slot `slot` to now, or undefined. */
+  primaryFor(slot: number): Redis | undefined {
+    const key = this.cluster.slots[slot]?.[0];
+    if (key === undefined) return undefined;
+    return this.cluster.nodes("master").find((n) => nodeKey(n) === key);
+  }
+
+  /**
+   * The write guard of a cluster store (redis-script.ts guardRedisWrites):
+   * refuses a write to `key` (nothing sent) when its slot has no connected
+   * primary or, in strict mode, the primary is not durable; waits while the
+   * primary is being checked again after a reconnect (see DurabilityWatch.admit).
+   *
+   * @throws StoreFailure `unreachable` or `not_durable`.
+   */
+  admit(key: string | undefined): void | Promise<void> {
+    if (key === undefined) return undefined;
+    const slot = keySlot(key);
+    const primary = this.primaryFor(slot);
+    if (primary === undefined) throw new StoreFailure("unreachable", `no primary of the Redis Cluster serves slot ${slot} now (failover or reconfiguration); the write was refused and nothing was written`);
+    const watch = this.watches.get(primary);
+    if (watch !== undefined) return watch.admit();
+    if (this.strict) throw new StoreFailure("not_durable", `the primary ${nodeKey(primary)} of slot ${slot} is not checked for durability yet; the write was refused and nothing was written`);
+    return undefined;
+  }
+
+  /** Why the store cannot take every write now (one sentence, stable while it lasts), or undefined. */
+  problem(): string | undefined {
+    if (this.cluster.status !== "ready") return "Redis Cluster connection lost; reconnecting";
+    for (let slot = 0; slot < CLUSTER_SLOTS; ) {
+      const key = this.cluster.slots[slot]?.[0];
+      let end = slot + 1;
+      while (end < CLUSTER_SLOTS && this.cluster.slots[end]?.[0] === key) end++;
+      const range = end - slot === 1 ? `slot ${slot}` : `slots ${slot}-${end - 1}`;
+      if (key === undefined) return `no primary of the Redis Cluster serves ${range}`;
+      const primary = this.primaryFor(slot);
+      if (primary === undefined || primary.status !== "ready") return `the Redis Cluster primary ${key} of ${range} is unreachable`;
+      const watch = this.watches.get(primary);
+      if (this.strict && watch === undefined) return `the Redis Cluster primary ${key} of ${range} is not checked for durability yet`;
+      if (watch !== undefined) {
+        if (watch.problem !== undefined) return `${watch.problem} (primary ${key} of ${range})`;
+        if (!watch.verified) return `the Redis Cluster primary ${key} of ${range} reconnected and is being checked for durability again`;
+      }
+      slot = end;
+    }
+    return undefined;
+  }
+}

@@ -1,0 +1,21 @@
+import { describe, expect, test } from "vitest";
+import { ReplyError } from "ioredis";
+import { classifyRedisError } from "../../services/storage/redis-errors.js";
+import { ReplicaShortfall } from "../../services/storage/redis-script.js";
+
+const reply = (message: string) => new ReplyError(message);
+
+describe("what a failed Redis attempt means on a cluster (issue 13)", () => {
+  test.each([
+    ["TRYAGAIN (a write's keys split by a migrating slot)", reply("TRYAGAIN Multiple keys request during rehashing of slot"), { kind: "retry", sent: false }],
+    ["CLUSTERDOWN", reply("CLUSTERDOWN The cluster is down"), { kind: "retry", sent: false }],
+    ["a MOVED the client did not follow (one node's pipeline)", reply("MOVED 3999 127.0.0.1:20001"), { kind: "retry", sent: false }],
+    ["an ASK the client did not follow", reply("ASK 3999 127.0.0.1:20001"), { kind: "retry", sent: false }],
+    ["the client not ready", new Error("Cluster isn't ready and enableOfflineQueue options is false"), { kind: "retry", sent: false }],
+    ["redirections given up after a TRYAGAIN", new Error("Too many Cluster redirections. Last error: ReplyError: TRYAGAIN Multiple keys request"), { kind: "retry", sent: false }],
+    ["redirections given up after a lost connection (the last attempt may have run)", new Error("Too many Cluster redirections. Last error: Error: Connection is closed."), { kind: "retry", sent: true }],
+    ["fewer replicas than --redis-wait-replicas (applied on the primary)", new ReplicaShortfall(0, 1, 800), { kind: "retry", sent: true }],
+  ])("%s", (_label, err, expected) => {
+    expect(classifyRedisError(err)).toMatchObject(expected);
+  });
+});
