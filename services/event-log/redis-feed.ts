@@ -1,5 +1,7 @@
+import type { Cluster, Redis } from "ioredis";
 import { isCluster, type RedisClient } from "../storage/redis-client.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
+import { keySlot } from "../storage/redis-layout.js";
 import type { ChangeFeed, ChangeHint } from "./store.js";
 
 interface Watch {
@@ -9,8 +11,9 @@ interface Watch {
 }
 
 /**
- * The Redis change feed: ONE subscriber connection per process, opened when
- * the first follower arrives, whatever the number of followers. Every append
+ * The Redis change feed: ONE subscriber connection per process (on a
+ * cluster, one per primary), opened when the first follower arrives,
+ * whatever the number of followers. Every append
  * script PUBLISHes `<generation>:<length>` on the session's change channel and
  * the session delete script publishes an empty message; this connection
  * SUBSCRIBEs to the channels of the sessions followed in this process (one
@@ -46,7 +49,8 @@ export class RedisChangeFeed implements ChangeFeed {
     const channel = this.keys.eventLogChannel(sessionId);
     let w = this.watches.get(channel);
     if (w === undefined) {
-      w = { sessionId, refs: 0, subscribed: this.subscriber().subscribe(channel) };
+      const sub = this.subscriber();
+      w = { sessionId, refs: 0, subscribed: isCluster(sub) ? sub.ssubscribe(channel) : sub.subscribe(channel) };
       this.watches.set(channel, w);
     }
     w.refs++;
@@ -63,7 +67,8 @@ export class RedisChangeFeed implements ChangeFeed {
     const w = this.watches.get(channel);
     if (w === undefined || --w.refs > 0) return;
     this.watches.delete(channel);
-    this.sub?.unsubscribe(channel).catch(() => undefined);
+    const sub = this.sub;
+    if (sub !== undefined) (isCluster(sub) ? sub.sunsubscribe(channel) : sub.unsubscribe(channel)).catch(() => undefined);
   }
 
   close(): void {
@@ -74,17 +79,18 @@ export class RedisChangeFeed implements ChangeFeed {
 
   private subscriber(): RedisClient {
     if (this.sub !== undefined) return this.sub;
+    const sub = isCluster(this.redis) ? this.clusterSubscriber(this.redis) : this.redisSubscriber(this.redis);
+    this.sub = sub;
+    return sub;
+  }
+
+  /** The single-Redis subscriber: one connection, re-reads every followed log once it is subscribed again after a reconnect. */
+  private redisSubscriber(redis: Redis): Redis {
     // Unlike the command connection (storage/redis-connection.ts), the subscriber
-    // queues its SUBSCRIBEs until it is connected: they are idempotent. On a
-    // cluster, PUBLISH reaches every node, so one subscriber connection to any
-    // node hears every session's channel.
-    const options = { enableAutoPipelining: false, enableOfflineQueue: true };
-    const sub = isCluster(this.redis) ? this.redis.duplicate([], options) : this.redis.duplicate({ ...options, maxRetriesPerRequest: 1 });
+    // queues its SUBSCRIBEs until it is connected: they are idempotent.
+    const sub = redis.duplicate({ enableAutoPipelining: false, enableOfflineQueue: true, maxRetriesPerRequest: 1 });
     sub.on("error", () => undefined); // reconnects are handled below; health watches the main connection
-    sub.on("message", (channel: string, message: string) => {
-      const w = this.watches.get(channel);
-      if (w !== undefined) this.change(w.sessionId, parseHint(message));
-    });
+    sub.on("message", (channel: string, message: string) => this.deliver(channel, message));
     let readies = 0;
     sub.on("ready", () => {
       if (readies++ === 0) return;
@@ -98,8 +104,49 @@ export class RedisChangeFeed implements ChangeFeed {
         );
       });
     });
-    this.sub = sub;
     return sub;
+  }
+
+  /**
+   * The cluster subscriber (issue 13): sharded Pub/Sub, one connection per
+   * primary (ioredis `shardedSubscribers`), each SSUBSCRIBEd to the channels
+   * of the followed sessions whose slots it holds; the append and delete
+   * scripts SPUBLISH on the same slot. After a topology change (failover,
+   * slot migration) ioredis connects to the new primaries and subscribes
+   * again (`subscribersReady`); every follower is then woken to re-read.
+   */
+  private clusterSubscriber(cluster: Cluster): Cluster {
+    const sub = cluster.duplicate([], { enableAutoPipelining: false, enableOfflineQueue: true, shardedSubscribers: true });
+    sub.on("error", () => undefined);
+    sub.on("smessage", (channel: string, message: string) => this.deliver(channel, message));
+    sub.on("subscribersReady", () => void this.afterResubscribe(sub));
+    return sub;
+  }
+
+  /**
+   * Wakes every follower once the subscriptions ioredis renewed after a
+   * topology change are in force: it sends them without waiting, so one
+   * SSUBSCRIBE more per slot followed (of a probe channel on that slot, then
+   * dropped) is answered only after them, on the same connection. A
+   * follower then re-reads its log and misses nothing published meanwhile.
+   */
+  private async afterResubscribe(sub: Cluster): Promise<void> {
+    const probes = new Map<number, string>();
+    for (const channel of this.watches.keys()) probes.set(keySlot(channel), `${channel}:probe`);
+    await Promise.all(
+      [...probes.values()].map((probe) =>
+        sub.ssubscribe(probe).then(
+          () => sub.sunsubscribe(probe),
+          () => undefined,
+        ),
+      ),
+    ).catch(() => undefined);
+    this.changeAll();
+  }
+
+  private deliver(channel: string, message: string): void {
+    const w = this.watches.get(channel);
+    if (w !== undefined) this.change(w.sessionId, parseHint(message));
   }
 }
 

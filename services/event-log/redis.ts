@@ -1,4 +1,4 @@
-import type { RedisClient } from "../storage/redis-client.js";
+import { publishCommand, type RedisClient } from "../storage/redis-client.js";
 import { randomBytes } from "node:crypto";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { RedisOperations } from "../storage/redis-operation.js";
@@ -13,7 +13,9 @@ import { PAGE_BYTES, type Appended, type EventLogStore, type LogPage, type NewRe
  * KEYS[1] log header hash (`gen`, `n`), KEYS[2] log stream.
  * ARGV[1] generation to mint when the header has none, ARGV[2] change channel,
  * ARGV[3] kind (`e` event, `g` gap), ARGV[4] format (event) or reason (gap),
- * ARGV[5] payload (event only).
+ * ARGV[5] payload (event) or empty (gap), ARGV[6] the command that announces:
+ * `PUBLISH` (single Redis) or `SPUBLISH` (Redis Cluster: sharded, the
+ * channel is on the log's slot; see `publishCommand`).
  * A write script: also takes the operation record (redis-script.ts
  * `OP_RECORD_LUA`), so a retried append returns the first one's answer.
  * Returns {generation, position} (recorded).
@@ -33,7 +35,7 @@ if ARGV[3] == 'e' then
 else
   redis.call('XADD', KEYS[2], id, 'k', 'g', 'r', ARGV[4])
 end
-redis.call('PUBLISH', ARGV[2], gen .. ':' .. string.format('%d', n))
+redis.call(ARGV[6], ARGV[2], gen .. ':' .. string.format('%d', n))
 return op_done({gen, n})
 `,
 });
@@ -112,10 +114,9 @@ export class RedisEventLogStore implements EventLogStore {
   async append(sessionId: string, record: NewRecord): Promise<Appended> {
     const op = this.ops.begin();
     const fresh = randomBytes(8).toString("hex");
-    const args: Array<string | Buffer> =
-      record.kind === "event" ? ["e", record.format, toBuffer(record.payload)] : ["g", record.reason];
+    const args: Array<string | Buffer> = record.kind === "event" ? ["e", record.format, toBuffer(record.payload)] : ["g", record.reason, ""];
     const keys = [this.keys.eventLogMeta(sessionId), this.keys.eventLog(sessionId)];
-    const [generation, position] = (await op.script(APPEND_SCRIPT, keys, [fresh, this.keys.eventLogChannel(sessionId), ...args], op.record(this.keys.sessionOp(sessionId, op.id)))) as [string, number];
+    const [generation, position] = (await op.script(APPEND_SCRIPT, keys, [fresh, this.keys.eventLogChannel(sessionId), ...args, publishCommand(this.ops.redis)], op.record(this.keys.sessionOp(sessionId, op.id)))) as [string, number];
     return { generation, position };
   }
 

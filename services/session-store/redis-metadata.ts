@@ -163,8 +163,9 @@ return op_done(1)
  * KEYS[4] partition `scopes`, KEYS[5] `lineage:state`, KEYS[6..] every key
  * of the session, the snapshot hash first.
  * ARGV[1] session id, ARGV[2] prefix of the partition's owner sets, ARGV[3]
- * record key prefix (id length and id), ARGV[4..] channels to PUBLISH an
- * empty message on.
+ * record key prefix (id length and id), ARGV[4] the command that announces
+ * (`PUBLISH`, or `SPUBLISH` on a Redis Cluster), ARGV[5..] channels to
+ * announce an empty message on (on the session's slot).
  * Returns 1 (recorded).
  */
 export const DELETE_PROJECTED = redisScript({
@@ -189,7 +190,7 @@ if prev[4] then
 end
 redis.call('ZREM', KEYS[1], id)
 for i = 6, #KEYS do redis.call('UNLINK', KEYS[i]) end
-for i = 4, #ARGV do redis.call('PUBLISH', ARGV[i], '') end
+for i = 5, #ARGV do redis.call(ARGV[4], ARGV[i], '') end
 return op_done(1)
 `,
 });

@@ -1,4 +1,4 @@
-import type { RedisClient } from "../storage/redis-client.js";
+import { publishCommand, type RedisClient } from "../storage/redis-client.js";
 import { distinctBy, indexScan, type IndexScan } from "../storage/index-scan.js";
 import { mergedScoreIndex, type ScoredMember } from "../storage/redis-index-page.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
@@ -96,7 +96,7 @@ export class RedisSessionStore implements SessionStore {
   async delete(sessionId: string): Promise<void> {
     const { keys, args } = this.meta.delete(await this.meta.config(), sessionId);
     const op = this.ops.begin();
-    const argv = [...args, ...this.keys.sessionDeleteChannels(sessionId)];
+    const argv = [...args, publishCommand(this.ops.redis), ...this.keys.sessionDeleteChannels(sessionId)];
     await op.script(DELETE_PROJECTED, [...keys, ...this.keys.sessionData(sessionId)], argv, op.record(this.keys.sessionOp(sessionId, op.id)));
   }
 

@@ -27,6 +27,16 @@ export function primaryConnections(client: RedisClient): Redis[] {
 }
 
 /**
+ * The command a script announces a change with (event-log channels): PUBLISH
+ * on a single Redis; SPUBLISH (sharded Pub/Sub, Redis 7) on a cluster, so
+ * the message stays on the shard that holds the channel's slot instead of
+ * crossing the cluster bus to every node (issue 13).
+ */
+export function publishCommand(client: RedisClient): "PUBLISH" | "SPUBLISH" {
+  return isCluster(client) ? "SPUBLISH" : "PUBLISH";
+}
+
+/**
  * Connects to the Redis store `options.url` names: {@link connectRedis} for
  * `redis://` and `rediss://`, {@link connectRedisCluster} for
  * `redis+cluster://` and `rediss+cluster://`.

@@ -4,6 +4,16 @@ import { DurabilityWatch, type DurabilityWatchOptions } from "./redis-connection
 import { CLUSTER_SLOTS, keySlot } from "./redis-layout.js";
 import { StoreFailure } from "./store-failure.js";
 
+/**
+ * A write refused before it was sent because its slot has no connected
+ * primary now: a passing condition (a failover, a reconnect) that
+ * redis-operation.ts retries until --store-timeout, then reports as
+ * "nothing was written".
+ */
+export class SlotUnserved extends Error {
+  override name = "SlotUnserved";
+}
+
 /** `host:port` of a node connection, as the cluster client's slot map names nodes. */
 function nodeKey(node: Redis): string {
   return `${node.options.host}:${node.options.port}`;
@@ -81,16 +91,18 @@ export class ClusterDurability extends EventEmitter {
   /**
    * The write guard of a cluster store (redis-script.ts guardRedisWrites):
    * refuses a write to `key` (nothing sent) when its slot has no connected
-   * primary or, in strict mode, the primary is not durable; waits while the
-   * primary is being checked again after a reconnect (see DurabilityWatch.admit).
+   * primary ({@link SlotUnserved}, retried) or, in strict mode, the primary
+   * is not durable; waits while the primary is being checked again after a
+   * reconnect (see DurabilityWatch.admit).
    *
-   * @throws StoreFailure `unreachable` or `not_durable`.
+   * @throws SlotUnserved, or StoreFailure `not_durable`.
    */
   admit(key: string | undefined): void | Promise<void> {
     if (key === undefined) return undefined;
     const slot = keySlot(key);
     const primary = this.primaryFor(slot);
-    if (primary === undefined) throw new StoreFailure("unreachable", `no primary of the Redis Cluster serves slot ${slot} now (failover or reconfiguration); the write was refused and nothing was written`);
+    if (primary === undefined) throw new SlotUnserved(`no primary of the Redis Cluster serves slot ${slot} now (failover or reconfiguration)`);
+    if (primary.status !== "ready") throw new SlotUnserved(`the Redis Cluster primary ${nodeKey(primary)} of slot ${slot} is not connected`);
     const watch = this.watches.get(primary);
     if (watch !== undefined) return watch.admit();
     if (this.strict) throw new StoreFailure("not_durable", `the primary ${nodeKey(primary)} of slot ${slot} is not checked for durability yet; the write was refused and nothing was written`);

@@ -1,5 +1,6 @@
 import { StoreFailure } from "./store-failure.js";
 import { ReplicaShortfall } from "./redis-script.js";
+import { SlotUnserved } from "./redis-cluster-durability.js";
 
 /**
  * What one failed Redis attempt means for the operation it belongs to
@@ -71,6 +72,7 @@ const MAYBE_SENT = /^(?:\w*Error: )?(?:Reached the max retries per request|Socke
 export function classifyRedisError(err: unknown): RedisErrorClass {
   if (err instanceof StoreFailure) return { kind: "fail", failure: err };
   if (err instanceof RedisAttemptTimeout) return { kind: "retry", sent: true, cause: "no answer" };
+  if (err instanceof SlotUnserved) return { kind: "retry", sent: false, cause: err.message };
   // Applied on the primary (and recorded): a retry replays the record and waits again.
   if (err instanceof ReplicaShortfall) return { kind: "retry", sent: true, cause: err.message };
   if (!(err instanceof Error)) return { kind: "bug" };

@@ -2,6 +2,7 @@ import { describe, expect, test } from "vitest";
 import { ReplyError } from "ioredis";
 import { classifyRedisError } from "../../services/storage/redis-errors.js";
 import { ReplicaShortfall } from "../../services/storage/redis-script.js";
+import { SlotUnserved } from "../../services/storage/redis-cluster-durability.js";
 
 const reply = (message: string) => new ReplyError(message);
 
@@ -15,6 +16,7 @@ describe("what a failed Redis attempt means on a cluster (issue 13)", () => {
     ["redirections given up after a TRYAGAIN", new Error("Too many Cluster redirections. Last error: ReplyError: TRYAGAIN Multiple keys request"), { kind: "retry", sent: false }],
     ["redirections given up after a lost connection (the last attempt may have run)", new Error("Too many Cluster redirections. Last error: Error: Connection is closed."), { kind: "retry", sent: true }],
     ["fewer replicas than --redis-wait-replicas (applied on the primary)", new ReplicaShortfall(0, 1, 800), { kind: "retry", sent: true }],
+    ["a slot without a connected primary (refused before sending)", new SlotUnserved("no primary serves slot 7"), { kind: "retry", sent: false }],
   ])("%s", (_label, err, expected) => {
     expect(classifyRedisError(err)).toMatchObject(expected);
   });
