@@ -38,6 +38,10 @@ export function backupCommand(): Command {
           });
         } catch (err) {
           if (err instanceof StartupError) throw new UsageError(err.message);
+          // SQLite's own words ("database or disk is full") do not say which file: name it.
+          if (err instanceof Error && /SQLITE_FULL|disk is full|SQLITE_IOERR|SQLITE_CANTOPEN|SQLITE_READONLY/i.test(`${(err as { code?: string }).code ?? ""} ${err.message}`)) {
+            throw new Error(`cannot write the backup --to ${JSON.stringify(flags.to)}: ${err.message} (nothing was kept; free space or choose another directory)`, { cause: err });
+          }
           throw err;
         } finally {
           bar?.stop();
