@@ -86,7 +86,7 @@ describe("--redis-wait-replicas on a Redis Cluster", () => {
   let server: ServerProcess;
   beforeAll(async () => {
     cluster = await fileCluster();
-    server = await startServer(["session-store", "--store", cluster.url, "--redis-wait-replicas", "1", "--store-timeout", "2s"]);
+    server = await startServer(["session-store", "--store", cluster.url, "--redis-wait-replicas", "1", "--store-timeout", "5s"]);
   });
   afterAll(async () => {
     await server?.stop();
