@@ -43,7 +43,7 @@ describe.each(conformanceBackends())("answers bounded by the 64 MiB message limi
 
   beforeAll(async () => {
     ({ store } = await backend.setup());
-    server = await startServer(["session-store", "schedule-store", "--store", store]);
+    server = await startServer(["session-store", "schedule-store", "--store", store, "--store-timeout", "30s"]); // 20 MiB records on a loaded machine
     sessions = grpcClient(SessionStoreService, server.address);
     harnessSessions = harnessClient(SessionStoreService, server.address);
     schedules = grpcClient(ScheduleStoreService, server.address);
