@@ -8,11 +8,13 @@ import type { ChangeFeed, ChangeHint } from "./store.js";
 export const DEFAULT_FOLLOW_POLL_MS = 1000;
 
 /**
- * Milliseconds after a change of the WAL file at which the feed checks for
- * commits: at once, then again while the commit that wrote it may still be
- * waiting for its fsync (it becomes visible only after), up to about 130 ms.
+ * Milliseconds between the checks that follow a change of the WAL file: at
+ * once, then again while the commit that wrote it may still be waiting for
+ * its fsync (it becomes visible only after): soon after, then every 10 ms,
+ * for half a second after the last change (an fsync on a busy disk can take
+ * a hundred milliseconds and more). A check costs one pragma.
  */
-const SETTLE_DELAYS_MS = [0, 1, 2, 4, 8, 16, 32, 64];
+const SETTLE_DELAYS_MS = [0, 1, 2, 4, 8, ...Array.from({ length: 48 }, () => 10)];
 
 /**
  * The SQLite change feed: one per process, never one per follower.
@@ -30,7 +32,7 @@ const SETTLE_DELAYS_MS = [0, 1, 2, 4, 8, 16, 32, 64];
  *   scan); only watched sessions are reported. A safety check every
  *   `pollIntervalMs` (`--follow-poll-interval`) covers notifications the
  *   file system does not give (a network file system, no inotify watches
- *   left).
+ *   left), or a commit whose fsync outlasts the checks.
  *
  * A commit of this process moves `data_version` too, so a check may report
  * a change the writer reported already: followers ignore a hint that shows
