@@ -27,6 +27,30 @@ export function primaryConnections(client: RedisClient): Redis[] {
 }
 
 /**
+ * {@link primaryConnections}, each connected: a cluster opens its node
+ * connections on first use and queues nothing meanwhile
+ * (redis-cluster-durability.ts), so a command sent straight to a node waits
+ * for this first.
+ *
+ * @throws Error when a node connection fails to open.
+ */
+export async function connectedPrimaries(client: RedisClient): Promise<Redis[]> {
+  const nodes = primaryConnections(client);
+  await Promise.all(
+    nodes.map(async (node) => {
+      if (node.status === "ready") return;
+      const ready = new Promise<void>((resolve, reject) => {
+        node.once("ready", resolve);
+        node.once("end", () => reject(new Error(`the connection to ${node.options.host}:${node.options.port} ended before it was ready`)));
+      });
+      if (node.status === "wait") node.connect().catch(() => undefined);
+      await ready;
+    }),
+  );
+  return nodes;
+}
+
+/**
  * The command a script announces a change with (event-log channels): PUBLISH
  * on a single Redis; SPUBLISH (sharded Pub/Sub, Redis 7) on a cluster, so
  * the message stays on the shard that holds the channel's slot instead of

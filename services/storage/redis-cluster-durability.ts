@@ -36,6 +36,10 @@ function nodeKey(node: Redis): string {
  *   has a primary with a live connection, and (strict) every such primary is
  *   verified durable: health is NOT_SERVING otherwise.
  *
+ * - no node connection queues a command while it is not connected (see
+ *   {@link add}): a command is sent now or refused, never held past its
+ *   operation's deadline.
+ *
  * Emits `change` whenever any of that may have changed.
  */
 export class ClusterDurability extends EventEmitter {
@@ -68,6 +72,12 @@ export class ClusterDurability extends EventEmitter {
 
   private add(node: Redis): void {
     if (this.watches.has(node)) return;
+    // ioredis gives every node connection an offline queue, so that a command for a
+    // node still connecting waits for it. Such a command can then run long after its
+    // operation gave up and answered (a write then applied after the caller, told the
+    // outcome is unknown, read the store and sent it again): refuse it at once instead,
+    // as on a single Redis (certainly not sent; redis-operation.ts retries it).
+    node.options.enableOfflineQueue = false;
     const changed = () => this.emit("change");
     node.on("ready", changed);
     node.on("close", changed);

@@ -1,4 +1,4 @@
-import { primaryConnections, type RedisClient } from "./redis-client.js";
+import { connectedPrimaries, type RedisClient } from "./redis-client.js";
 import type { RedisKeys } from "./redis-keys.js";
 import { STORE_KINDS, type KindSize, type StoreKind } from "./store-kinds.js";
 
@@ -24,7 +24,7 @@ const SCAN_COUNT = 500;
 export async function measureRedis(redis: RedisClient, keys: RedisKeys): Promise<KindSize[]> {
   const records = new Map<StoreKind, number>(STORE_KINDS.map((k) => [k, 0]));
   const bytes = new Map<KindSize["kind"], number>();
-  for (const node of primaryConnections(redis)) {
+  for (const node of await connectedPrimaries(redis)) {
     let cursor = "0";
     do {
       const [next, batch] = await node.scan(cursor, "MATCH", `${globLiteral(keys.base)}*`, "COUNT", SCAN_COUNT);

@@ -19,7 +19,7 @@
  * under `v1:` after their key was moved is not seen by this build.
  */
 import { randomBytes } from "node:crypto";
-import { primaryConnections } from "./redis-client.js";
+import { connectedPrimaries } from "./redis-client.js";
 import type { RedisKeys } from "./redis-keys.js";
 import { fireIndexMember } from "./redis-keys.js";
 import { globLiteral } from "./redis-measure.js";
@@ -50,7 +50,7 @@ const SESSION_SUFFIXES: ReadonlyArray<[string, (k: RedisKeys, id: string) => str
  */
 export async function findLegacyKey(ops: RedisOperations, prefix: string): Promise<string | undefined> {
   const match = `${globLiteral(`${prefix}v1:`)}*`;
-  for (const node of primaryConnections(ops.redis)) {
+  for (const node of await connectedPrimaries(ops.redis)) {
     let cursor = "0";
     do {
       const [next, found] = await ops.read(() => node.scan(cursor, "MATCH", match, "COUNT", SCAN_COUNT * 10));
@@ -110,7 +110,7 @@ export async function upgradeFromV1(ops: RedisOperations, keys: RedisKeys, log: 
     log("upgrading the Redis key layout", { from: `${keys.prefix}v1:`, to: keys.base, partitions: keys.layout.partitions });
     const counts = { moved: 0, split: 0, dropped: 0, kept: 0 };
     const head = `${keys.prefix}v1:`;
-    for (const node of primaryConnections(ops.redis)) {
+    for (const node of await connectedPrimaries(ops.redis)) {
       let cursor = "0";
       do {
         const [next, found] = await ops.read(() => node.scan(cursor, "MATCH", `${globLiteral(head)}*`, "COUNT", SCAN_COUNT));

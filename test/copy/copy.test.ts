@@ -19,6 +19,7 @@ import { startServer, type ServerProcess } from "../helpers/server.js";
 import { runCli } from "../helpers/cli.js";
 import { fillStore, readContents, type Filled } from "../helpers/store-contents.js";
 import { writeClients } from "../helpers/durable-writes.js";
+import { fileCluster } from "../helpers/backends.js";
 
 const dir = mkdtempSync(join(tmpdir(), "mecatl-copy-"));
 let redis: SpawnedRedis | undefined;
@@ -51,8 +52,17 @@ async function filledStore(store: string, prefix: string): Promise<{ filled: Fil
   return { filled, contents };
 }
 
+/** The file's Redis Cluster, emptied: one store per cluster (it has database 0 only). */
+async function clusterUrl(): Promise<string> {
+  const cluster = await fileCluster();
+  await cluster.flush();
+  return cluster.url;
+}
+
 const PAIRS: Array<[string, (n: string) => Promise<string>, (n: string) => Promise<string>]> = [
   ["sqlite -> redis", async (n) => `sqlite:${join(dir, `${n}.sqlite`)}`, () => redisUrl(1)],
+  ["sqlite -> redis-cluster", async (n) => `sqlite:${join(dir, `${n}.sqlite`)}`, clusterUrl],
+  ["redis-cluster -> redis", clusterUrl, () => redisUrl(5)],
   ["redis -> sqlite", () => redisUrl(2), async (n) => `sqlite:${join(dir, `${n}-to.sqlite`)}`],
   ["sqlite -> sqlite", async (n) => `sqlite:${join(dir, `${n}.sqlite`)}`, async (n) => `sqlite:${join(dir, `${n}-to.sqlite`)}`],
   ["redis -> redis", () => redisUrl(3), () => redisUrl(4)],
@@ -107,6 +117,18 @@ describe("copy refusals and verification", () => {
     const kinds = (JSON.parse(verify.stdout) as { kinds: Array<{ kind: string; target: { records: number } }> }).kinds;
     expect(kinds.map((k) => k.target.records)).toEqual([0, 0, 0, 1, 0, 0]);
 
+    const replaced = await runCli(["copy", "--from", from, "--to", to, "--replace"]);
+    expect(replaced.code, replaced.stderr).toBe(0);
+    expect(replaced.stdout).toContain("copied and verified");
+  });
+
+  test("--replace into a Redis Cluster erases what every primary held first, then copies and verifies", async () => {
+    const from = `sqlite:${join(dir, "replace-cluster.sqlite")}`;
+    await filledStore(from, "rc");
+    const to = await clusterUrl();
+    const first = await runCli(["copy", "--from", from, "--to", to]);
+    expect(first.code, first.stderr).toBe(0);
+    expect((await runCli(["copy", "--from", from, "--to", to])).code).toBe(2);
     const replaced = await runCli(["copy", "--from", from, "--to", to, "--replace"]);
     expect(replaced.code, replaced.stderr).toBe(0);
     expect(replaced.stdout).toContain("copied and verified");

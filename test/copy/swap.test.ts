@@ -18,10 +18,9 @@ import { spawnRedis, type SpawnedRedis } from "../helpers/redis-server.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { freeLowPort, waitFor } from "../helpers/wait.js";
 import { runCli } from "../helpers/cli.js";
-import { openDriverClients, type DriverClients } from "../../clients/factory.js";
-import { runWorkload } from "../../clients/workload/run.js";
-import { DEFAULT_WORKLOAD } from "../../clients/workload/context.js";
+import type { DriverClients } from "../../clients/factory.js";
 import { summarize } from "../../clients/workload/report.js";
+import { startOutageWorkload } from "../helpers/outage-workload.js";
 
 const dir = mkdtempSync(join(tmpdir(), "mecatl-swap-"));
 let redis: SpawnedRedis | undefined;
@@ -54,40 +53,21 @@ describe.each(SWAPS)("swap %s under the workload", (name, sourceUrl, targetUrl) 
     const listen = `127.0.0.1:${await freeLowPort(27000, 29999)}`;
     const serve = (store: string) => startServer(["--store", store, "--lease-ttl", "20s", "--store-timeout", "1s"], { listen });
     server = await serve(from);
-    clients = await openDriverClients({ sessionStoreUrl: listen, eventLogUrl: listen, sessionLeaseUrl: listen, scheduleStoreUrl: listen });
-    let acked = 0;
-    const log = clients.eventLog!;
-    const append = log.append.bind(log);
-    log.append = async (...args) => {
-      const cursor = await append(...args);
-      acked++;
-      return cursor;
-    };
-    const done = new AbortController();
-    const run = runWorkload(
-      { sessionStore: clients.sessionStore!, eventLog: log, sessionLease: clients.sessionLease, scheduleStore: clients.scheduleStore },
-      {
-        ...DEFAULT_WORKLOAD,
-        runId: `swap-${name.replace(/\W+/g, "-")}`,
-        durationMs: 300_000,
-        processes: 2,
-        sessions: 2,
-        watchers: 4,
-        schedules: 2,
-        maxSnapshotBytes: 96 * 1024,
-        mediaEvery: 0,
-        tickMs: 200,
-        // Followers keep their streams open across the swap: they resume from the cursors the old store issued.
-        reconnectMs: 0,
-        drainMs: 20_000,
-        outages: true,
-      },
-      undefined,
-      done.signal,
-    );
+    const workload = await startOutageWorkload(listen, {
+      runId: `swap-${name.replace(/\W+/g, "-")}`,
+      processes: 2,
+      sessions: 2,
+      watchers: 4,
+      schedules: 2,
+      maxSnapshotBytes: 96 * 1024,
+      // Followers keep their streams open across the swap: they resume from the cursors the old store issued.
+      drainMs: 20_000,
+    });
+    clients = workload.clients;
+    const acked = () => workload.acked();
     const lease = clients.sessionLease!;
     try {
-      await waitFor(() => acked >= 40, 30_000, "40 acknowledged appends before the swap");
+      await waitFor(() => acked() >= 40, 30_000, "40 acknowledged appends before the swap");
       const held = await lease.acquire("swap-held", "holder");
       for (const owner of ["a", "b"]) await lease.release(await lease.acquire("swap-free", owner));
 
@@ -98,12 +78,12 @@ describe.each(SWAPS)("swap %s under the workload", (name, sourceUrl, targetUrl) 
 
       expect((await lease.renew(held)).token).toBe(held.token);
       expect((await lease.acquire("swap-free", "c")).token).toBe(3n);
-      const target = acked + 40;
-      await waitFor(() => acked >= target, 30_000, "40 acknowledged appends after the swap");
+      const target = acked() + 40;
+      await waitFor(() => acked() >= target, 30_000, "40 acknowledged appends after the swap");
     } finally {
-      done.abort();
+      void workload.finish();
     }
-    const summary = summarize(await run);
+    const summary = summarize(await workload.finish());
     expect(summary.violations).toEqual([]);
     expect(summary.ok).toBe(true);
     expect(summary.counts.outageRetries).toBeGreaterThan(0);

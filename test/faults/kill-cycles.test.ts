@@ -3,10 +3,9 @@ import { sharedBackends, type TestBackend } from "../helpers/backends.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { freeLowPort, waitFor } from "../helpers/wait.js";
 import type { SpawnedRedis } from "../helpers/redis-server.js";
-import { openDriverClients, type DriverClients } from "../../clients/factory.js";
-import { runWorkload } from "../../clients/workload/run.js";
-import { DEFAULT_WORKLOAD } from "../../clients/workload/context.js";
+import type { DriverClients } from "../../clients/factory.js";
 import { summarize } from "../../clients/workload/report.js";
+import { startOutageWorkload } from "../helpers/outage-workload.js";
 
 const CYCLES = 20;
 /** Appends acknowledged between two kills: the kill lands wherever the writers are. */
@@ -39,38 +38,18 @@ describe.each(sharedBackends())("kill -9 cycles under the workload on $name", (b
     const listen = `127.0.0.1:${await freeLowPort(27000, 29999)}`;
     const serve = () => startServer(["--store", store, "--lease-ttl", "3s", "--store-timeout", "1s"], { listen });
     server = await serve();
-    clients = await openDriverClients({ sessionStoreUrl: listen, eventLogUrl: listen, sessionLeaseUrl: listen, scheduleStoreUrl: listen });
     // Count acknowledged appends, to kill only once the workload is making progress again.
-    let acked = 0;
-    const log = clients.eventLog!;
-    const append = log.append.bind(log);
-    log.append = async (...args) => {
-      const cursor = await append(...args);
-      acked++;
-      return cursor;
-    };
-
-    const done = new AbortController();
-    const run = runWorkload(
-      { sessionStore: clients.sessionStore!, eventLog: log, sessionLease: clients.sessionLease, scheduleStore: clients.scheduleStore },
-      {
-        ...DEFAULT_WORKLOAD,
-        runId: `kill-${backend.name}`,
-        durationMs: 300_000,
-        processes: 2,
-        sessions: 2,
-        watchers: 2,
-        schedules: 2,
-        maxSnapshotBytes: 96 * 1024,
-        mediaEvery: 0,
-        tickMs: 200,
-        reconnectMs: 0,
-        drainMs: 20_000,
-        outages: true,
-      },
-      undefined,
-      done.signal,
-    );
+    const workload = await startOutageWorkload(listen, {
+      runId: `kill-${backend.name}`,
+      processes: 2,
+      sessions: 2,
+      watchers: 2,
+      schedules: 2,
+      maxSnapshotBytes: 96 * 1024,
+      drainMs: 20_000,
+    });
+    clients = workload.clients;
+    const acked = () => workload.acked();
     const kills = { server: 0, redis: 0 };
     /** Milliseconds each cycle took, reported when the run is too slow, to show where it stalled. */
     const cycleMs: number[] = [];
@@ -79,8 +58,8 @@ describe.each(sharedBackends())("kill -9 cycles under the workload on $name", (b
       for (let cycle = 0; cycle < CYCLES; cycle++) {
         const cycleBegan = performance.now();
         if (cycleBegan - began > BUDGET_MS) throw new Error(`only ${cycle} of ${CYCLES} cycles in ${BUDGET_MS} ms; cycle times (ms): ${cycleMs.join(", ")}; server log tail:\n${server.stderr.slice(-10).join("\n")}`);
-        const target = acked + APPENDS_PER_CYCLE;
-        await waitFor(() => acked >= target, 30_000, `${APPENDS_PER_CYCLE} acknowledged appends in cycle ${cycle} (cycle times so far, ms: ${cycleMs.join(", ")})`);
+        const target = acked() + APPENDS_PER_CYCLE;
+        await waitFor(() => acked() >= target, 30_000, `${APPENDS_PER_CYCLE} acknowledged appends in cycle ${cycle} (cycle times so far, ms: ${cycleMs.join(", ")})`);
         if (redis !== undefined && cycle % 2 === 1) {
           await killRedis(redis);
           kills.redis++;
@@ -91,12 +70,12 @@ describe.each(sharedBackends())("kill -9 cycles under the workload on $name", (b
         }
         cycleMs.push(Math.round(performance.now() - cycleBegan));
       }
-      const target = acked + APPENDS_PER_CYCLE;
-      await waitFor(() => acked >= target, 30_000, "appends after the last restart");
+      const target = acked() + APPENDS_PER_CYCLE;
+      await waitFor(() => acked() >= target, 30_000, "appends after the last restart");
     } finally {
-      done.abort();
+      void workload.finish();
     }
-    const summary = summarize(await run);
+    const summary = summarize(await workload.finish());
     expect(summary.violations).toEqual([]);
     expect(summary.ok).toBe(true);
     expect(kills.server + kills.redis).toBe(CYCLES);

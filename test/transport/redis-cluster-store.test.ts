@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { fileCluster } from "../helpers/backends.js";
 import { spawnCluster, type SpawnedCluster } from "../helpers/redis-cluster.js";
 import { makePki, type TestPki } from "../helpers/certs.js";
+import { runCli } from "../helpers/cli.js";
 import { spawnRedis, type SpawnedRedis } from "../helpers/redis-server.js";
 import { runServeExpectingFailure, startServer } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
@@ -103,6 +104,11 @@ describe("--store redis+cluster:// and rediss+cluster:// (issue 13)", () => {
         expect(await c.dbsize(), `keys on ${primary.address}`).toBeGreaterThan(0);
         c.disconnect();
       }
+      // The store's size per kind counts the keys of every primary.
+      const stats = await runCli(["stats", "--store", cluster.url, "--json"]);
+      expect(stats.code, stats.stderr).toBe(0);
+      const byKind = Object.fromEntries((JSON.parse(stats.stdout) as Array<{ kind: string; records?: number }>).map((k) => [k.kind, k.records]));
+      expect([byKind.leases, byKind.events]).toEqual([40, 40]);
     } finally {
       await server.stop();
     }

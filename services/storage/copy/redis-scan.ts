@@ -1,5 +1,6 @@
 import { globLiteral } from "../redis-measure.js";
-import { primaryConnections } from "../redis-client.js";
+import type { Redis } from "ioredis";
+import { connectedPrimaries } from "../redis-client.js";
 import type { RedisOperations } from "../redis-operation.js";
 
 /** Keys per SCAN step. */
@@ -14,8 +15,8 @@ const SCAN_COUNT = 1000;
  *
  * @throws StoreFailure when Redis does not answer within the operation timeout.
  */
-async function scanKeys(ops: RedisOperations, match: string, each: (node: ReturnType<typeof primaryConnections>[number], keys: string[]) => Promise<void>): Promise<void> {
-  for (const node of primaryConnections(ops.redis)) {
+async function scanKeys(ops: RedisOperations, match: string, each: (node: Redis, keys: string[]) => Promise<void>): Promise<void> {
+  for (const node of await connectedPrimaries(ops.redis)) {
     let cursor = "0";
     do {
       const [next, keys] = await ops.read(() => node.scan(cursor, "MATCH", match, "COUNT", SCAN_COUNT));
