@@ -39,14 +39,24 @@ export interface ServerProcess {
 }
 
 /**
- * Spawns `node dist/services/server/main.js serve --listen 127.0.0.1:0 ...args`
- * (or another build's `main.js`, for benchmarks comparing two builds) and
- * waits for its `listening` log line, which carries the real port.
+ * Keepalive flags every test server gets before the test's own arguments
+ * (which override them: the last occurrence of a flag wins). A server drops
+ * a connection whose peer leaves a ping unanswered for `--keepalive-timeout`,
+ * and the client then sees the calls it had just sent end with INTERNAL
+ * "NGHTTP2_REFUSED_STREAM". A test process stalled for 10 s (the default) by
+ * a loaded CI machine is not a dead peer; the dead-peer tests set their own.
+ */
+const TEST_KEEPALIVE = ["--keepalive-timeout", "120s"];
+
+/**
+ * Spawns `node dist/services/server/main.js serve --listen 127.0.0.1:0
+ * ...TEST_KEEPALIVE ...args` (or another build's `main.js`, for benchmarks
+ * comparing two builds; see {@link TEST_KEEPALIVE}) and waits for its `listening` log line, which carries the real port.
  *
  * @throws Error with the process's stderr when it exits before listening.
  */
 export async function startServer(args: string[], options: { listen?: string; env?: NodeJS.ProcessEnv; main?: string } = {}): Promise<ServerProcess> {
-  const proc = spawn(process.execPath, [options.main ?? MAIN, "serve", "--listen", options.listen ?? "127.0.0.1:0", "--log-level", "info", ...args], {
+  const proc = spawn(process.execPath, [options.main ?? MAIN, "serve", "--listen", options.listen ?? "127.0.0.1:0", "--log-level", "info", ...TEST_KEEPALIVE, ...args], {
     stdio: ["ignore", "ignore", "pipe"],
     env: { ...process.env, ...options.env },
   });
