@@ -1,3 +1,4 @@
+import { HELD_COPIES } from "./inflight-budget.js";
 import { Command, Option, InvalidArgumentError } from "commander";
 import ms from "ms";
 import bytes from "bytes";
@@ -83,6 +84,24 @@ export function parseBytes(text: string): number {
   // bytes.parse reads "12zz" as 12; accept only a number with an optional known unit.
   const value = /^\s*\d+(\.\d+)?\s*(b|kb|mb|gb|tb|pb)?\s*$/i.test(text) ? bytes.parse(text) : null;
   if (value === null || !Number.isSafeInteger(value) || value < 1) throw new InvalidArgumentError(`expected a size such as 512MB, 2GB or a number of bytes, got ${JSON.stringify(text)}`);
+  return value;
+}
+
+/** The smallest `--max-inflight-bytes` accepted, in bytes (1 MiB): below it, ordinary calls would be refused for want of room. */
+export const MIN_INFLIGHT_BYTES = 1024 * 1024;
+
+/**
+ * Parses `--max-inflight-bytes` (issue 10: every setting validated): a size
+ * as {@link parseBytes} reads it, at least {@link MIN_INFLIGHT_BYTES}. Each
+ * message is charged {@link HELD_COPIES} times, so a budget below three 64 MiB
+ * messages refuses the largest calls the contract allows; that is a choice an
+ * operator may make (a small container), and `serve --help` says so.
+ *
+ * @throws InvalidArgumentError when the text is not a size, or is below 1 MiB.
+ */
+export function parseInflightBudget(text: string): number {
+  const value = parseBytes(text);
+  if (value < MIN_INFLIGHT_BYTES) throw new InvalidArgumentError(`at least 1MB is needed (each call's bytes are held ${HELD_COPIES} times), got ${JSON.stringify(text)}`);
   return value;
 }
 
@@ -312,9 +331,12 @@ export function serveCommand(): Command {
         .argParser(parseDuration),
     )
     .addOption(
-      new Option("--max-inflight-bytes <size>", "memory budget for request and answer bytes in flight (e.g. 512MB, 2GB); calls beyond it wait up to 2s, then RESOURCE_EXHAUSTED")
+      new Option(
+        "--max-inflight-bytes <size>",
+        "memory budget for request and answer bytes in flight (e.g. 512MB, 2GB; at least 1MB); each call's bytes count 3 times, so a call larger than a third of it is refused; calls beyond it wait up to 2s, then RESOURCE_EXHAUSTED",
+      )
         .default(defaultMaxInflightBytes(), "a quarter of the memory available")
-        .argParser(parseBytes),
+        .argParser(parseInflightBudget),
     )
     .addOption(new Option("--shutdown-grace <duration>", "time unary calls get to finish after SIGTERM").default(10_000, "10s").argParser(parseDuration))
     .addOption(new Option("--log-level <level>", "log level").choices(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"))

@@ -33,7 +33,8 @@ const PASSING_REPLY: Array<[RegExp, string]> = [
   [/^LOADING\b/, "Redis is loading its data"],
   [/^READONLY\b/, "the Redis server is a read-only replica"],
   [/^MASTERDOWN\b/, "the replica lost its primary"],
-  [/^TRYAGAIN\b|^CLUSTERDOWN\b/, "the Redis cluster is reconfiguring"],
+  [/^TRYAGAIN\b/, "a hash slot of the Redis cluster is being migrated"],
+  [/^CLUSTERDOWN\b/, "the Redis cluster is down (a hash slot has no reachable primary)"],
   // A redirection the cluster client did not follow (a pipeline on one node, see redis-script.ts runScriptAndWait).
   [/^(MOVED|ASK) \d+ /, "the Redis cluster moved the slot"],
   [/^BUSY\b/, "Redis is busy running a script"],

@@ -144,4 +144,13 @@ describe("startup problems end with one line that says what to do, and a non-zer
     expect(stderr).toContain("--lease-ttl");
     expect((await runServeExpectingFailure(["--no-such-flag"])).code).toBe(2);
   });
+
+  test("a memory budget too small for ordinary calls is refused, naming --max-inflight-bytes and the floor", async () => {
+    for (const value of ["1KB", "1023KB"]) {
+      const { code, stderr } = await runServeExpectingFailure(["--max-inflight-bytes", value]);
+      expect(code).toBe(2);
+      expect(stderr).toContain("--max-inflight-bytes");
+      expect(stderr).toContain("at least 1MB");
+    }
+  });
 });
