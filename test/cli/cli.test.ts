@@ -41,7 +41,8 @@ describe("mecatl-drivers operator commands against a real server", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  test("--help prints usage for the program and every command", async () => {
+  // 29 node processes: a minute is not enough on a loaded two-core machine.
+  test("--help prints usage for the program and every command", { timeout: 180_000 }, async () => {
     const commands = [
       [],
       ["serve"],

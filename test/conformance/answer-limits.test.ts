@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
 import { Code, type Client } from "@connectrpc/connect";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { ScheduleStoreService } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
@@ -8,6 +8,9 @@ import { grpcClient, harnessClient, HARNESS_MESSAGE_BYTES } from "../helpers/cli
 import { expectCode } from "../helpers/errors.js";
 import { inParallel, seedSessions } from "../helpers/seed.js";
 import { fireRecord, iso, readFire, readSchedule, scheduleRecord, T0, ts, type SpecInit, type State } from "../helpers/schedules.js";
+
+// Each test moves 64+ MiB through the server and Redis: a quiet machine takes 5-30 s, a loaded one several times that.
+vi.setConfig({ testTimeout: 240_000 });
 
 /** The longest id the driver accepts, in bytes (services/rpc/validate.ts MAX_ID_BYTES). */
 const MAX_ID_BYTES = 16 * 1024;

@@ -21,7 +21,7 @@ describe.each(conformanceBackends())("SessionStoreService on $name", (backend: T
 
   beforeAll(async () => {
     ({ store } = await backend.setup());
-    server = await startServer(["session-store", "--store", store]);
+    server = await startServer(["session-store", "--store", store, "--store-timeout", "30s"]); // 64 MiB snapshots on a loaded machine
     client = grpcClient(SessionStoreService, server.address);
   });
   afterAll(async () => {

@@ -223,7 +223,7 @@ describe("large writes on Redis", () => {
     await redis?.stop();
   });
   async function serve(prefix: string): Promise<ServerProcess> {
-    const server = await startServer(["all", "--store", redis.url, "--redis-key-prefix", prefix, "--lease-ttl", "1h"]);
+    const server = await startServer(["all", "--store", redis.url, "--redis-key-prefix", prefix, "--lease-ttl", "1h", "--store-timeout", "30s"]); // 64 MiB Saves on a loaded machine
     servers.push(server);
     return server;
   }
