@@ -22,31 +22,42 @@ export class ProjectionThreadError extends Error {
   override name = "ProjectionThreadError";
 }
 
+/** A projection asked for and not answered yet. */
 interface Pending {
+  sessionId: string;
+  payload: Uint8Array;
+  activityState: ActivityState;
   resolve: (p: SessionProjection) => void;
   reject: (err: Error) => void;
-  buffer: SharedArrayBuffer;
 }
 
 /**
  * A pool of one worker thread (projection-worker.ts) projecting large
- * snapshot payloads off the main thread (issue 12): `project` copies the
- * payload into a SharedArrayBuffer (the request's bytes stay the caller's,
- * untouched and verbatim), posts it, and answers what
- * {@link projectSnapshot} answers there, so a store can stage the payload
- * while it is projected and wait for the longer of the two instead of
- * their sum.
+ * snapshot payloads off the main thread (issue 12), so that a store can
+ * stage a payload while it is projected and wait for the longer of the two
+ * instead of their sum. It answers what projection.ts `projectSnapshot`
+ * answers for the same arguments.
+ *
+ * One projection is on the worker at a time, the others wait here in
+ * order, holding only the caller's view of its payload: the payload on the
+ * worker is a copy in a SharedArrayBuffer (the request's bytes stay the
+ * caller's, untouched and verbatim), and that buffer is reused from one
+ * projection to the next ({@link SpareSharedBuffer}), so the copies cost
+ * one buffer the size of the largest recent payload, however many large
+ * Saves are in flight.
  *
  * The worker starts on the first `project` call, not before (a server that
  * never sees a large Save never starts it), and does not keep the process
- * alive while it has nothing to do. One worker serves every call, in order.
- * If it dies (an error it did not catch, its heap limit, `stop`), every
- * projection it had not answered fails with {@link ProjectionThreadError},
- * never hangs, and the next call starts a new worker.
+ * alive while it has nothing to do. If it dies (an error it did not catch,
+ * its heap limit), the projection it was working on fails with
+ * {@link ProjectionThreadError}, never hangs, and the waiting ones go to a
+ * new worker.
  */
 export class ProjectionThread {
   private worker: Worker | undefined;
-  private readonly pending = new Map<number, Pending>();
+  /** The projection on the worker, with its sequence number and buffer. */
+  private current: { seq: number; job: Pending; buffer: SharedArrayBuffer } | undefined;
+  private readonly waiting: Pending[] = [];
   private nextSeq = 1;
   private readonly spare = new SpareSharedBuffer(SPARE_BUFFER_IDLE_MS, THREAD_PROJECTION_BYTES);
 
@@ -55,68 +66,83 @@ export class ProjectionThread {
 
   /**
    * Projects `payload` on the worker; see projection.ts `projectSnapshot`
-   * for the rules. The payload is copied before this returns: the caller may
-   * go on using it.
+   * for the rules. `payload` must not change until the answer (it is
+   * copied when its turn comes).
    *
    * @throws SnapshotPayloadError (rejects) when the projection refuses the payload (the message names the field).
    * @throws ProjectionThreadError (rejects) when the worker stopped before answering.
    * @throws Error (rejects) with the worker's message for anything else the projection threw.
    */
   project(sessionId: string, payload: Uint8Array, activityState: ActivityState): Promise<SessionProjection> {
-    const worker = this.worker ?? this.start();
-    const buffer = this.spare.take(payload.byteLength);
-    new Uint8Array(buffer, 0, payload.byteLength).set(payload);
-    const seq = this.nextSeq++;
-    const job: ProjectionJob = { seq, sessionId, buffer, length: payload.byteLength, activityState };
-    const answer = new Promise<SessionProjection>((resolve, reject) => this.pending.set(seq, { resolve, reject, buffer }));
-    if (this.pending.size === 1) worker.ref();
-    worker.postMessage(job);
-    return answer;
+    return new Promise<SessionProjection>((resolve, reject) => {
+      this.waiting.push({ sessionId, payload, activityState, resolve, reject });
+      this.next();
+    });
   }
 
-  /** Ends the worker, if one runs; projections it had not answered fail with {@link ProjectionThreadError}. Resolves once it has exited. */
+  /** Ends the worker, if one runs; every projection not answered yet fails with {@link ProjectionThreadError}. Resolves once it has exited. */
   async stop(): Promise<void> {
+    const stopped = new ProjectionThreadError("the projection worker was stopped before projecting the snapshot; nothing was written");
+    for (const job of this.waiting.splice(0)) job.reject(stopped);
     const worker = this.worker;
     if (worker !== undefined) await worker.terminate();
   }
 
-  /** Projections posted and not answered yet. */
+  /** Projections asked for and not answered yet (on the worker or waiting). */
   get inFlight(): number {
-    return this.pending.size;
+    return this.waiting.length + (this.current === undefined ? 0 : 1);
+  }
+
+  /** Hands the next waiting projection to the worker (starting one if none runs) when it is free; lets the process exit once none is left. */
+  private next(): void {
+    if (this.current !== undefined) return;
+    const job = this.waiting.shift();
+    if (job === undefined) {
+      this.worker?.unref();
+      return;
+    }
+    const worker = this.worker ?? this.start();
+    worker.ref();
+    const buffer = this.spare.take(job.payload.byteLength);
+    new Uint8Array(buffer, 0, job.payload.byteLength).set(job.payload);
+    const seq = this.nextSeq++;
+    this.current = { seq, job, buffer };
+    const message: ProjectionJob = { seq, sessionId: job.sessionId, buffer, length: job.payload.byteLength, activityState: job.activityState };
+    worker.postMessage(message);
+  }
+
+  /** Ends the current projection (its buffer back to the spare) and answers it with `settle`; then the next one. */
+  private finish(settle: (job: Pending) => void): void {
+    const current = this.current!;
+    this.current = undefined;
+    this.spare.give(current.buffer);
+    settle(current.job);
+    this.next();
   }
 
   private start(): Worker {
     const worker = new Worker(new URL("./projection-worker.js", import.meta.url), { resourceLimits: this.resourceLimits });
-    worker.unref();
     let failure: Error | undefined;
     worker.on("message", (reply: ProjectionReply) => {
-      const p = this.pending.get(reply.seq);
-      if (p === undefined) return;
-      this.settle(reply.seq, p);
-      if (reply.ok) p.resolve(reply.projection);
-      else if (reply.payloadError) p.reject(new SnapshotPayloadError(reply.message));
-      else p.reject(Object.assign(new Error(`projecting the snapshot failed: ${reply.message}`), { name: reply.name }));
+      if (this.current?.seq !== reply.seq) return;
+      this.finish((job) => {
+        if (reply.ok) job.resolve(reply.projection);
+        else if (reply.payloadError) job.reject(new SnapshotPayloadError(reply.message));
+        else job.reject(Object.assign(new Error(`projecting the snapshot failed: ${reply.message}`), { name: reply.name }));
+      });
     });
     worker.on("error", (err) => {
       failure = err;
     });
     worker.on("exit", (code) => {
-      if (this.worker === worker) this.worker = undefined;
+      if (this.worker !== worker) return;
+      this.worker = undefined;
+      if (this.current === undefined) return;
       const why = failure === undefined ? `exit code ${code}` : failure.message;
-      for (const [seq, p] of [...this.pending]) {
-        this.settle(seq, p);
-        p.reject(new ProjectionThreadError(`the projection worker stopped before projecting the snapshot (${why}); nothing was written`, { cause: failure }));
-      }
+      this.finish((job) => job.reject(new ProjectionThreadError(`the projection worker stopped before projecting the snapshot (${why}); nothing was written`, { cause: failure })));
     });
     this.worker = worker;
     return worker;
-  }
-
-  /** Forgets an answered projection, hands its buffer back, and lets the process exit once nothing is pending. */
-  private settle(seq: number, p: Pending): void {
-    this.pending.delete(seq);
-    this.spare.give(p.buffer);
-    if (this.pending.size === 0) this.worker?.unref();
   }
 }
 

@@ -1,8 +1,8 @@
 /**
  * The projection worker (issue 12, services/session-store/projection-thread.ts)
  * failing: a Save whose worker dies mid-projection fails UNAVAILABLE at once
- * (never hangs), changes nothing, and the next Save starts a new worker; on
- * every backend. The service, the store and the worker are the built ones,
+ * (never hangs), changes nothing, and the Saves after it (waiting behind
+ * it, or sent later) are projected by a new worker; on every backend. The service, the store and the worker are the built ones,
  * run in this process (a server process's worker cannot be made to die from
  * outside), called through an in-memory Connect transport. The worker dies
  * for real: its heap is capped, and the payload's title alone outgrows the cap
@@ -76,5 +76,18 @@ describe.each(allBackends())("the projection worker dying mid-Save on $name", (b
     await client.save({ sessionId: "s", snapshot: { format: FORMAT, payload: after }, activityState: "active" });
     expect(Buffer.from((await client.load({ sessionId: "s" })).snapshot!.payload).equals(Buffer.from(after))).toBe(true);
     expect((await client.pageMetadata(owned)).sessions.map((r) => r.title)).toEqual(["after"]);
+  });
+
+  test("a Save whose projection waited behind the one that killed the worker is projected by a new worker", async () => {
+    const killer = Buffer.from(JSON.stringify(sessnapObject({ id: "killer", title: "\u00e9".repeat(12 * MiB) })));
+    const innocent = sessnap({ id: "innocent", title: "waited", owner, messages: [{ role: "assistant", text: "y".repeat(3 * MiB) }] });
+    const [killed, saved] = await Promise.allSettled([
+      client.save({ sessionId: "killer", snapshot: { format: FORMAT, payload: killer } }),
+      client.save({ sessionId: "innocent", snapshot: { format: FORMAT, payload: innocent } }),
+    ]);
+    expect(killed.status === "rejected" && (killed.reason as { code?: Code }).code).toBe(Code.Unavailable);
+    expect(saved.status).toBe("fulfilled");
+    expect(Buffer.from((await client.load({ sessionId: "innocent" })).snapshot!.payload).equals(Buffer.from(innocent))).toBe(true);
+    await expectCode(client.load({ sessionId: "killer" }), Code.NotFound);
   });
 });
