@@ -33,7 +33,8 @@
  *  - what the worker costs the main thread: the synchronous part of handing
  *    a payload to the worker (its copy into the shared buffer and the post),
  *    with the buffer reused and with a fresh one (the first large Save, or
- *    one after the spare buffer was released), and the worker's round trip.
+ *    one after the spare buffer was released: allocated, warmed by the
+ *    worker, then copied), and the worker's round trip.
  * Figures are medians of repeated runs; compare them as ratios. With
  * `--baseline` (another build's dist/services/session-store/projection.js,
  * e.g. main's, built as bench/RESULTS.md says) both projections run
@@ -137,30 +138,30 @@ const median = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.5);
 
 /**
  * The main thread's share of a worker projection of `payload`: the
- * synchronous part of {@link ProjectionThread.project} (copy into the
- * shared buffer, post) with the spare buffer reused and with a fresh
- * buffer, the round trip, and the inline projection for
+ * synchronous part of {@link ProjectionThread.project} and the round
+ * trip, with the spare buffer reused and with a fresh buffer, and the inline projection for
  * scale; medians of 15 rounds, one table row.
  */
 async function handOver(thread: ProjectionThread, shape: string, id: string, payload: Buffer): Promise<string> {
-  const m = { reused: [] as number[], fresh: [] as number[], trip: [] as number[], inline: [] as number[] };
+  const m = { reused: [] as number[], trip: [] as number[], fresh: [] as number[], freshTrip: [] as number[], inline: [] as number[] };
   for (let i = 0; i < 15; i++) {
     let t = process.hrtime.bigint();
     const answer = thread.project(id, payload, "active");
     m.reused.push(Number(process.hrtime.bigint() - t) / 1e6);
     await answer;
     m.trip.push(Number(process.hrtime.bigint() - t) / 1e6);
-    // A started worker whose spare buffer is too small for the payload: the hand-over allocates a fresh one.
+    // A started worker whose spare buffer is too small for the payload: the hand-over allocates a fresh one, which the worker warms first.
     const fresh = new ProjectionThread();
     await fresh.project(id, Buffer.from(JSON.stringify({ id })), "active");
     t = process.hrtime.bigint();
     const again = fresh.project(id, payload, "active");
     m.fresh.push(Number(process.hrtime.bigint() - t) / 1e6);
     await again;
+    m.freshTrip.push(Number(process.hrtime.bigint() - t) / 1e6);
     await fresh.stop();
     m.inline.push(await timed(() => projectSnapshot(id, payload, "active")));
   }
-  return `| ${shape} | ${fmt(median(m.reused))} | ${fmt(median(m.fresh))} | ${fmt(median(m.trip))} | ${fmt(median(m.inline))} |`;
+  return `| ${shape} | ${(["reused", "trip", "fresh", "freshTrip", "inline"] as const).map((k) => fmt(median(m[k]))).join(" | ")} |`;
 }
 
 async function main() {
@@ -283,9 +284,11 @@ async function main() {
   );
   console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const l of addedLines) console.log(l);
-  console.log("\nThe worker's cost to the main thread (synchronous part of handing a payload over: copy into the shared buffer and post) and its round trip, medians:\n");
-  console.log("| payload | hand-over, buffer reused ms | hand-over, fresh buffer ms | round trip on the worker ms | projection inline ms |");
-  console.log("|---|---:|---:|---:|---:|");
+  console.log(
+    "\nThe worker's cost to the main thread (synchronous part of handing a payload over: with the buffer reused, its copy and the post; with a fresh one, its allocation and the post asking the worker to warm it, the copy following the worker's answer) and the round trip, medians:\n",
+  );
+  console.log("| payload | hand-over, buffer reused ms | round trip ms | hand-over, fresh buffer ms | round trip ms | projection inline ms |");
+  console.log("|---|---:|---:|---:|---:|---:|");
   for (const l of handLines) console.log(l);
   if (cpuLines.length === 0) return;
   console.log("\nCPU time of the projection (medians over both backends' rounds):\n");

@@ -44,7 +44,10 @@ interface Pending {
  * caller's, untouched and verbatim), and that buffer is reused from one
  * projection to the next ({@link SpareSharedBuffer}), so the copies cost
  * one buffer the size of the largest recent payload, however many large
- * Saves are in flight.
+ * Saves are in flight. A new buffer (the first large Save, a larger
+ * payload, or one after the spare was released) has its pages touched by
+ * the worker before the copy, so that the main thread does not take its
+ * page faults.
  *
  * The worker starts on the first `project` call, not before (a server that
  * never sees a large Save never starts it), and does not keep the process
@@ -103,12 +106,19 @@ export class ProjectionThread {
     }
     const worker = this.worker ?? this.start();
     worker.ref();
-    const buffer = this.spare.take(job.payload.byteLength);
-    new Uint8Array(buffer, 0, job.payload.byteLength).set(job.payload);
+    const { buffer, fresh } = this.spare.take(job.payload.byteLength);
     const seq = this.nextSeq++;
     this.current = { seq, job, buffer };
-    const message: ProjectionJob = { seq, sessionId: job.sessionId, buffer, length: job.payload.byteLength, activityState: job.activityState };
-    worker.postMessage(message);
+    // A fresh buffer's pages are first touched on the worker, not here (see projection-worker.ts `warm`); the copy follows its answer.
+    if (fresh) worker.postMessage({ kind: "warm", seq, buffer } satisfies ProjectionJob);
+    else this.post(worker);
+  }
+
+  /** Copies the current projection's payload into its buffer and posts it. */
+  private post(worker: Worker): void {
+    const { seq, job, buffer } = this.current!;
+    new Uint8Array(buffer, 0, job.payload.byteLength).set(job.payload);
+    worker.postMessage({ kind: "project", seq, sessionId: job.sessionId, buffer, length: job.payload.byteLength, activityState: job.activityState } satisfies ProjectionJob);
   }
 
   /** Ends the current projection (its buffer back to the spare) and answers it with `settle`; then the next one. */
@@ -125,6 +135,7 @@ export class ProjectionThread {
     let failure: Error | undefined;
     worker.on("message", (reply: ProjectionReply) => {
       if (this.current?.seq !== reply.seq) return;
+      if (reply.kind === "warmed") return this.post(worker);
       this.finish((job) => {
         if (reply.ok) job.resolve(reply.projection);
         else if (reply.payloadError) job.reject(new SnapshotPayloadError(reply.message));

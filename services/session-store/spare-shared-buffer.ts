@@ -4,8 +4,8 @@
  *
  * Why: a fresh multi-MiB buffer costs its page faults on first touch, and on
  * this project's VMs those cost far more than the copy itself (a fresh
- * 16 MiB buffer filled: ~50 ms; the same copy into a buffer used before:
- * ~1 ms; bench/RESULTS.md "Projecting on a worker thread"). Saves of a large
+ * 16 MiB buffer filled: ~60 ms; the same copy into a buffer used before:
+ * ~2 ms; bench/RESULTS.md "Projecting on a worker thread"). Saves of a large
  * session come one after another, so keeping the last buffer makes the
  * copy of every Save but the first cheap; releasing it after `idleMs` gives
  * the memory back when large Saves stop.
@@ -23,14 +23,19 @@ export class SpareSharedBuffer {
     private readonly roundBytes: number,
   ) {}
 
-  /** A buffer of at least `bytes` bytes, for the caller alone until it {@link give}s it back: the spare if it is large enough, else a new one. */
-  take(bytes: number): SharedArrayBuffer {
+  /**
+   * A buffer of at least `bytes` bytes, for the caller alone until it
+   * {@link give}s it back: the spare if it is large enough (`fresh` false),
+   * else a new one (`fresh` true: allocated, not touched yet, so its pages
+   * fault on first touch).
+   */
+  take(bytes: number): { buffer: SharedArrayBuffer; fresh: boolean } {
     const spare = this.spare;
     if (spare !== undefined && spare.byteLength >= bytes) {
       this.spare = undefined;
-      return spare;
+      return { buffer: spare, fresh: false };
     }
-    return new SharedArrayBuffer(Math.ceil(bytes / this.roundBytes) * this.roundBytes);
+    return { buffer: new SharedArrayBuffer(Math.ceil(bytes / this.roundBytes) * this.roundBytes), fresh: true };
   }
 
   /** Hands a buffer from {@link take} back: it becomes the spare unless the spare is larger; the spare is released after `idleMs` unused. */
