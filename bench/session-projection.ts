@@ -19,13 +19,22 @@
  *    and spawned Redis), which includes the projection;
  *  - what the projection adds to a Save: the same payload saved through a
  *    session store opened in this process (its own SQLite file, its own
- *    Redis key prefix), three ways, in rotating order: with the projection
- *    handed to the store as a function (this build's Save: on SQLite a
- *    staged payload is projected while its first chunk is written), with
- *    the projection computed first and then handed over (the Save before
- *    issue 12's overlap), and with it precomputed outside the timing (a
- *    Save without projection). The added cost is the median of each
- *    round's difference to the precomputed Save.
+ *    Redis key prefix), four ways, in rotating order: projected on the
+ *    projection worker while the whole payload is staged (this build's
+ *    Save of a payload over 1 MiB, both backends), projected inline as a
+ *    function the store calls as staging starts (the previous build: on
+ *    SQLite while the first chunk is written, on Redis before the staging),
+ *    computed first and then handed over (the Save before issue 12's
+ *    overlap), and precomputed outside the timing (a Save without
+ *    projection). The added cost is the median of each round's difference
+ *    to the precomputed Save; for the worker Saves, also how long before
+ *    the Save's answer the worker had answered (when that exceeds the
+ *    publishing write, the Save never waited for the projection);
+ *  - what the worker costs the main thread: the synchronous part of handing
+ *    a payload to the worker (its copy into the shared buffer and the post),
+ *    with the buffer reused and with a fresh one (the first large Save, or
+ *    one after the spare buffer was released: allocated, warmed by the
+ *    worker, then copied), and the worker's round trip.
  * Figures are medians of repeated runs; compare them as ratios. With
  * `--baseline` (another build's dist/services/session-store/projection.js,
  * e.g. main's, built as bench/RESULTS.md says) both projections run
@@ -33,7 +42,8 @@
  * table compares their CPU time (process CPU time, which the load of other
  * processes sways less than the wall clock).
  *
- * Run: npx tsc -p tsconfig.json && node dist/bench/session-projection.js [saves-per-target] [--baseline projection.js]
+ * Run: npx tsc -p tsconfig.json && node dist/bench/session-projection.js [saves-per-target] [--baseline projection.js] [--shape dense|prose|media ...]
+ * (`--shape`, repeatable: only those payloads; default all three).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -42,6 +52,7 @@ import { pathToFileURL } from "node:url";
 import { isDeepStrictEqual, parseArgs } from "node:util";
 import { SessionStoreService } from "../gen/mecatl/driver/v1/session_store_pb.js";
 import { projectSnapshot } from "../services/session-store/projection.js";
+import { ProjectionThread } from "../services/session-store/projection-thread.js";
 import { closeBackend, openBackend } from "../services/storage/backend.js";
 import { openSessionStore } from "../services/session-store/open.js";
 import { startServer } from "../test/helpers/server.js";
@@ -50,7 +61,7 @@ import { rawGrpcClient, rawUnary } from "../test/helpers/raw-grpc.js";
 import { sessnapObject } from "../test/helpers/sessnap.js";
 import { fmt, quantile } from "./lib/measure.js";
 
-const { values: opts, positionals } = parseArgs({ options: { baseline: { type: "string" } }, allowPositionals: true });
+const { values: opts, positionals } = parseArgs({ options: { baseline: { type: "string" }, shape: { type: "string", multiple: true } }, allowPositionals: true });
 const SAVES = Number(positionals[0] ?? 10);
 type Project = typeof projectSnapshot;
 const baseline = opts.baseline === undefined ? undefined : ((await import(pathToFileURL(resolve(opts.baseline)).href)) as { projectSnapshot: Project }).projectSnapshot;
@@ -125,6 +136,34 @@ function cpuTimed(fn: () => unknown): number {
 
 const median = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.5);
 
+/**
+ * The main thread's share of a worker projection of `payload`: the
+ * synchronous part of {@link ProjectionThread.project} and the round
+ * trip, with the spare buffer reused and with a fresh buffer, and the inline projection for
+ * scale; medians of 15 rounds, one table row.
+ */
+async function handOver(thread: ProjectionThread, shape: string, id: string, payload: Buffer): Promise<string> {
+  const m = { reused: [] as number[], trip: [] as number[], fresh: [] as number[], freshTrip: [] as number[], inline: [] as number[] };
+  for (let i = 0; i < 15; i++) {
+    let t = process.hrtime.bigint();
+    const answer = thread.project(id, payload, "active");
+    m.reused.push(Number(process.hrtime.bigint() - t) / 1e6);
+    await answer;
+    m.trip.push(Number(process.hrtime.bigint() - t) / 1e6);
+    // A started worker whose spare buffer is too small for the payload: the hand-over allocates a fresh one, which the worker warms first.
+    const fresh = new ProjectionThread();
+    await fresh.project(id, Buffer.from(JSON.stringify({ id })), "active");
+    t = process.hrtime.bigint();
+    const again = fresh.project(id, payload, "active");
+    m.fresh.push(Number(process.hrtime.bigint() - t) / 1e6);
+    await again;
+    m.freshTrip.push(Number(process.hrtime.bigint() - t) / 1e6);
+    await fresh.stop();
+    m.inline.push(await timed(() => projectSnapshot(id, payload, "active")));
+  }
+  return `| ${shape} | ${(["reused", "trip", "fresh", "freshTrip", "inline"] as const).map((k) => fmt(median(m[k]))).join(" | ")} |`;
+}
+
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), "mecatl-bench-"));
   const redis = await spawnRedis();
@@ -133,13 +172,17 @@ async function main() {
     { name: "redis", server: await startServer(["session-store", "--store", redis.url, "--log-level", "warn"]), backend: await openBackend({ store: redis.url, redisKeyPrefix: "bench-in-process:" }) },
   ];
   const shapes = [
-    { shape: "transcript, code-dense", active: transcript(true, "dense"), draft: transcript(false, "dense") },
-    { shape: "transcript, prose", active: transcript(true, "prose"), draft: transcript(false, "prose") },
-    { shape: "media", active: media(), draft: media().slice(0, 12).concat([{ role: "user", text: `[conversation compacted] ${"x".repeat(TARGET_BYTES - 8192)}` }]) },
-  ];
+    { key: "dense", shape: "transcript, code-dense", build: () => ({ active: transcript(true, "dense"), draft: transcript(false, "dense") }) },
+    { key: "prose", shape: "transcript, prose", build: () => ({ active: transcript(true, "prose"), draft: transcript(false, "prose") }) },
+    { key: "media", shape: "media", build: () => ({ active: media(), draft: media().slice(0, 12).concat([{ role: "user", text: `[conversation compacted] ${"x".repeat(TARGET_BYTES - 8192)}` }]) }) },
+  ]
+    .filter((s) => opts.shape === undefined || opts.shape.includes(s.key))
+    .map(({ shape, build }) => ({ shape, ...build() }));
   const lines: string[] = [];
   const cpuLines: string[] = [];
   const addedLines: string[] = [];
+  const handLines: string[] = [];
+  const thread = new ProjectionThread();
   for (const s of shapes) {
     const id = `bench-${s.shape.replace(/\W+/g, "-")}`;
     const active = payloadOf(id, s.active);
@@ -158,11 +201,26 @@ async function main() {
       const snapshot = { format: "sessnap-json/1", payload: active };
       const precomputed = projectSnapshot(id, active, "active");
       const storeSaves = [
+        {
+          into: "thread" as const,
+          save: async () => {
+            let answered = 0n;
+            await store.save(id, snapshot, () =>
+              thread.project(id, active, "active").then((p) => {
+                answered = process.hrtime.bigint();
+                return p;
+              }),
+            );
+            slack.push(Number(process.hrtime.bigint() - answered) / 1e6);
+          },
+        },
         { into: "inside" as const, save: () => store.save(id, snapshot, () => projectSnapshot(id, active, "active")) },
         { into: "first" as const, save: () => store.save(id, snapshot, projectSnapshot(id, active, "active")) },
         { into: "none" as const, save: () => store.save(id, snapshot, precomputed) },
       ];
-      const added = { inside: [] as number[], first: [] as number[], none: [] as number[] };
+      // Per worker Save: milliseconds from the worker's answer to the Save's answer (the projection was not waited for when this exceeds the publishing write).
+      const slack: number[] = [];
+      const added = { thread: [] as number[], inside: [] as number[], first: [] as number[], none: [] as number[] };
       const save = () => rawUnary(client, SessionStoreService.method.save, { sessionId: id, snapshot: { format: "sessnap-json/1", payload: active }, activityState: "active" });
       await save();
       if (baseline !== undefined) {
@@ -186,14 +244,16 @@ async function main() {
       }
       // Each round's own difference, so that load drifting between rounds cancels out.
       const over = (xs: number[]) => median(xs.map((x, i) => x - added.none[i]!));
-      const [none, inside, first] = [median(added.none), over(added.inside), over(added.first)];
+      const none = median(added.none);
       // The fastest of each: the Save least disturbed by other processes.
-      const [minNone, minInside, minFirst] = [Math.min(...added.none), Math.min(...added.inside), Math.min(...added.first)];
-      process.stderr.write(`${s.shape} on ${t.name}: store Save ${fmt(none)} ms without projection; projection adds ${fmt(first)} ms computed first, ${fmt(inside)} ms inside the Save (fastest: ${fmt(minNone)}, +${fmt(minFirst - minNone)}, +${fmt(minInside - minNone)})\n`);
+      const minNone = Math.min(...added.none);
       const pct = (x: number, of: number) => `${fmt((x / of) * 100, 2)}%`;
-      addedLines.push(
-        `| ${s.shape} | ${t.name} | ${fmt(none)} | ${fmt(first)} | ${pct(first, none)} | ${fmt(inside)} | ${pct(inside, none)} | ${fmt(minNone)} | ${fmt(minFirst - minNone)} | ${pct(minFirst - minNone, minNone)} | ${fmt(minInside - minNone)} | ${pct(minInside - minNone, minNone)} |`,
-      );
+      const cells = (["first", "inside", "thread"] as const).map((k) => {
+        const [med, fastest] = [over(added[k]), Math.min(...added[k]) - minNone];
+        return { k, med, fastest, text: `${fmt(med)} | ${pct(med, none)} | ${fmt(fastest)} | ${pct(fastest, minNone)}` };
+      });
+      process.stderr.write(`${s.shape} on ${t.name}: store Save ${fmt(none)} ms without projection (fastest ${fmt(minNone)}); projection adds ${cells.map((c) => `${c.k} ${fmt(c.med)} (fastest ${fmt(c.fastest)})`).join(", ")}\n`);
+      addedLines.push(`| ${s.shape} | ${t.name} | ${fmt(none)} | ${fmt(minNone)} | ${cells.map((c) => c.text).join(" | ")} | ${fmt(Math.min(...slack))} | ${fmt(median(slack))} |`);
       const [sv, gv, dv, pv] = [median(m.save), median(m.given), median(m.derived), median(m.parse)];
       const base = (xs: number[]) => (xs.length === 0 ? "–" : fmt(median(xs)));
       process.stderr.write(`${s.shape} on ${t.name}: Save ${fmt(sv)} ms, projection ${fmt(gv)} ms (baseline ${base(m.baseGiven)}; derived ${fmt(dv)} ms, baseline ${base(m.baseDerived)}), JSON.parse ${fmt(pv)} ms\n`);
@@ -201,6 +261,7 @@ async function main() {
         `| ${s.shape} | ${(active.length / 1048576).toFixed(1)} | ${t.name} | ${fmt(sv)} | ${base(m.baseGiven)} | ${fmt(gv)} | ${fmt((gv / sv) * 100, 2)}% | ${base(m.baseDerived)} | ${fmt(dv)} | ${fmt((dv / sv) * 100, 2)}% | ${fmt(pv)} |`,
       );
     }
+    handLines.push(await handOver(thread, s.shape, id, active));
     if (baseline !== undefined) {
       const [bg, g, bd, d] = [median(cpu.baseGiven), median(cpu.given), median(cpu.baseDerived), median(cpu.derived)];
       cpuLines.push(`| ${s.shape} | ${fmt(bg)} | ${fmt(g)} | ${fmt(bg / g, 2)}× | ${fmt(bd)} | ${fmt(d)} | ${fmt(bd / d, 2)}× |`);
@@ -215,10 +276,20 @@ async function main() {
   console.log("| payload | MiB | backend | Save p50 ms | activity sent: baseline ms | this build ms | ÷ Save | draft, derived: baseline ms | this build ms | ÷ Save | JSON.parse ms |");
   console.log("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const l of lines) console.log(l);
-  console.log("\nWhat the projection (activity sent) adds to a Save through an in-process store: medians of each round's difference to the same Save with the projection precomputed, then the same for the fastest Save of each kind:\n");
-  console.log("| payload | backend | Save, precomputed p50 ms | projected first: adds ms | ÷ Save | projected inside the Save: adds ms | ÷ Save | fastest Save, precomputed ms | first: adds ms | ÷ Save | inside: adds ms | ÷ Save |");
-  console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  console.log(
+    "\nWhat the projection (activity sent) adds to a Save through an in-process store: for each way, the median of each round's difference to the same Save with the projection precomputed (÷ its median), then the fastest Save's difference to the fastest precomputed Save (÷ that):\n",
+  );
+  console.log(
+    "| payload | backend | Save, precomputed p50 ms | fastest ms | computed first: adds ms | ÷ Save | fastest: adds ms | ÷ Save | inline as staging starts: adds ms | ÷ Save | fastest: adds ms | ÷ Save | on the worker while staging: adds ms | ÷ Save | fastest: adds ms | ÷ Save | worker answered before the Save, least ms | median ms |",
+  );
+  console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const l of addedLines) console.log(l);
+  console.log(
+    "\nThe worker's cost to the main thread (synchronous part of handing a payload over: with the buffer reused, its copy and the post; with a fresh one, its allocation and the post asking the worker to warm it, the copy following the worker's answer) and the round trip, medians:\n",
+  );
+  console.log("| payload | hand-over, buffer reused ms | round trip ms | hand-over, fresh buffer ms | round trip ms | projection inline ms |");
+  console.log("|---|---:|---:|---:|---:|---:|");
+  for (const l of handLines) console.log(l);
   if (cpuLines.length === 0) return;
   console.log("\nCPU time of the projection (medians over both backends' rounds):\n");
   console.log("| payload | activity sent: baseline CPU ms | this build CPU ms | speed-up | draft, derived: baseline CPU ms | this build CPU ms | speed-up |");

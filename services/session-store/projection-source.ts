@@ -2,33 +2,53 @@ import type { SessionProjection } from "./projection.js";
 
 /**
  * The projection a write is stored with, as a store receives it (issue 12):
- * computed already, or a function computing it. A function lets a store
- * project while it writes something else: SQLite stages a payload above
- * 1 MiB chunk by chunk and projects while the writer worker writes the first
- * chunk (sqlite.ts). A store calls the function at most once per write, and
- * always before the write is visible; whatever it throws (the service's
- * INVALID_ARGUMENT for a payload the projection refuses) is the write's
- * answer, and nothing is changed.
+ * computed already, or a function computing it, on this thread (answering
+ * it) or on the projection worker (answering a promise of it;
+ * projection-thread.ts). A function lets a store project while it writes
+ * something else: both backends stage a payload above 1 MiB in chunks and
+ * start the projection as the staging starts, so that a large Save waits
+ * for the longer of the two, not their sum. A store starts it at most once
+ * per write ({@link ProjectionRun}), and always waits for it before the
+ * write is visible; whatever it throws (the service's INVALID_ARGUMENT for
+ * a payload the projection refuses) is the write's answer, and nothing is
+ * changed.
  */
-export type ProjectionSource = SessionProjection | (() => SessionProjection);
+export type ProjectionSource = SessionProjection | (() => SessionProjection | Promise<SessionProjection>);
 
 /**
- * `source` as a function that runs it once: the first call computes the
- * projection (or throws what it throws), every later call answers that same
- * projection (or throws that same error) without computing it again.
+ * One write's projection, started once: {@link start} runs the source (a
+ * function source runs now: inline, or by handing the payload to the worker)
+ * and every later call answers the same promise. Its failure never goes
+ * unhandled, and {@link throwIfFailed} lets a store stop staging as soon as
+ * the projection is known to have failed.
  */
-export function projectionOnce(source: ProjectionSource): () => SessionProjection {
-  if (typeof source !== "function") return () => source;
-  let outcome: { ok: true; value: SessionProjection } | { ok: false; error: unknown } | undefined;
-  return () => {
-    if (outcome === undefined) {
+export class ProjectionRun {
+  private started: Promise<SessionProjection> | undefined;
+  private failure: { error: unknown } | undefined;
+
+  constructor(private readonly source: ProjectionSource) {}
+
+  /** Starts the projection (once); answers it, or rejects with what the source threw. */
+  start(): Promise<SessionProjection> {
+    if (this.started === undefined) {
+      const source = this.source;
+      let started: Promise<SessionProjection>;
       try {
-        outcome = { ok: true, value: source() };
+        started = Promise.resolve(typeof source === "function" ? source() : source);
       } catch (error) {
-        outcome = { ok: false, error };
+        this.failure = { error };
+        started = Promise.reject(error);
       }
+      started.catch((error: unknown) => {
+        this.failure ??= { error };
+      });
+      this.started = started;
     }
-    if (!outcome.ok) throw outcome.error;
-    return outcome.value;
-  };
+    return this.started;
+  }
+
+  /** Throws the projection's error if it has started and already failed; a no-op otherwise. */
+  throwIfFailed(): void {
+    if (this.failure !== undefined) throw this.failure.error;
+  }
 }

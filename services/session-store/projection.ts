@@ -7,6 +7,7 @@ import {
   keyMatches,
   scanObjectBytes,
   scanValueBytes,
+  STOP_WALK,
   type JsonMember,
 } from "../json/json-scan.js";
 import { parseRfc3339, TimeFormatError, ZERO_TIME_NANOS } from "../json/rfc3339.js";
@@ -280,6 +281,33 @@ export function projectSnapshot(sessionId: string, bytes: Uint8Array, activitySt
     activityState: activityState !== "" ? activityState : messages === undefined ? "draft" : derived,
     estimatedBytes: payload.byteLength,
   };
+}
+
+/**
+ * The payload's `id` when its first top-level member is an `id` holding a
+ * string (as the harness's encoder writes every snapshot), read without
+ * looking further; undefined otherwise (another first member, another
+ * value type, not a JSON object). Cheap whatever the payload's size: the
+ * service uses it to refuse a large payload naming another session before
+ * anything is staged (issue 12). It is only a first look: a later member
+ * with the same key (case-insensitively) would win, so the refusal itself
+ * is left to {@link projectSnapshot}.
+ */
+export function leadingId(bytes: Uint8Array): string | undefined {
+  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  let id: string | undefined;
+  try {
+    forEachMemberBytes(b, 0, (keyStart, keyEnd, valueStart) => {
+      if (b[valueStart] === 0x22 && foldKey(decodeKeyBytes(b, keyStart, keyEnd)) === "id") {
+        id = JSON.parse(b.toString("utf8", valueStart, scanValueBytes(b, valueStart, 1, "strict"))) as string;
+      }
+      return STOP_WALK;
+    });
+  } catch (err) {
+    if (err instanceof JsonSyntaxError || err instanceof SyntaxError) return undefined;
+    throw err;
+  }
+  return id;
 }
 
 /**

@@ -3,7 +3,7 @@ import { distinctBy, indexScan, type IndexScan } from "../storage/index-scan.js"
 import { mergedScoreIndex, type ScoredMember } from "../storage/redis-index-page.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { RedisOperations } from "../storage/redis-operation.js";
-import { projectionOnce, type ProjectionSource } from "./projection-source.js";
+import { ProjectionRun, type ProjectionSource } from "./projection-source.js";
 import { DELETE_PROJECTED, RedisSessionMetadata } from "./redis-metadata.js";
 import { readSnapshot, saveSnapshot } from "./redis-payload.js";
 import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery, SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
@@ -53,17 +53,29 @@ export class RedisSessionStore implements SessionStore {
   }
 
   /**
-   * Save or Create in one operation: the projection is computed first; a
-   * payload over 1 MiB is then staged in chunks (redis-payload.ts), then one
-   * recorded script writes the snapshot (publishing the chunks), its List
-   * entry, metadata row and lineage records together.
+   * Save or Create in one operation: the projection is started first (on
+   * the projection worker for a payload the service hands there; issue 12);
+   * a payload over 1 MiB is staged in chunks meanwhile (redis-payload.ts),
+   * the staging stopping at the next chunk if the projection fails; then,
+   * once the projection is done, one recorded script writes the snapshot
+   * (publishing the chunks), its List entry, metadata row and lineage
+   * records together. A projection that fails is the answer, even when the
+   * store failed too: bad input is refused as such.
    */
   private async put(sessionId: string, snapshot: StoredSnapshot, source: ProjectionSource, mode: "save" | "create"): Promise<boolean> {
-    const projection = projectionOnce(source)();
-    const config = await this.meta.config();
-    const op = this.ops.begin();
-    const write = this.meta.write(config, sessionId, projection, op.id);
-    return (await saveSnapshot(op, this.ops, this.keys, write, { sessionId, format: snapshot.format, payload: toBuffer(snapshot.payload), mode })) === 1;
+    const run = new ProjectionRun(source);
+    const projected = run.start();
+    try {
+      run.throwIfFailed();
+      const config = await this.meta.config();
+      const op = this.ops.begin();
+      const write = projected.then((projection) => this.meta.write(config, sessionId, projection, op.id));
+      const payload = toBuffer(snapshot.payload);
+      return (await saveSnapshot(op, this.ops, this.keys, write, { sessionId, format: snapshot.format, payload, mode }, () => run.throwIfFailed())) === 1;
+    } catch (err) {
+      await projected;
+      throw err;
+    }
   }
 
   async save(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<void> {

@@ -17,7 +17,9 @@ import { microsToTimestamp } from "../rpc/timestamp.js";
 import { delimitedFieldBytes, HARNESS_MESSAGE_BYTES, timestampBytes } from "../rpc/message-size.js";
 import { ACTIVITY_STATES, type ActivityState } from "./activity.js";
 import { boundaryOf, checkCursorBinding, checkRequestCursor, CURSOR_CONTINUATION, cursorRestart, pagingScope } from "./metadata-cursor.js";
-import { projectSnapshot, SnapshotPayloadError, type SessionProjection } from "./projection.js";
+import { leadingId, projectSnapshot, SnapshotPayloadError, type SessionProjection } from "./projection.js";
+import { ProjectionThreadError, sharedProjectionThread, THREAD_PROJECTION_BYTES, type ProjectionThread } from "./projection-thread.js";
+import type { ProjectionSource } from "./projection-source.js";
 import { lineageEntry, metadataEntry, metadataEntryBytes } from "./wire-rows.js";
 import type { LineageQuery, SessionStore, StoredSnapshot } from "./store.js";
 
@@ -43,15 +45,25 @@ export const MAX_PAGE_BYTES = HARNESS_MESSAGE_BYTES / 4;
 /**
  * Checks a Save or Create request (wire-contract.md section 2.5; the rules
  * are listed on {@link sessionStoreService}). The projection is not computed
- * here: the answer carries a function computing it, which the store calls
- * before the write is visible (for a staged SQLite payload, while the first
- * chunk is written; issue 12).
+ * here: the answer carries a function computing it, which the store starts
+ * as it starts writing and waits for before the write is visible (issue 12).
+ * A payload above {@link THREAD_PROJECTION_BYTES} is projected on `thread`,
+ * concurrently with its staging; a smaller one inline.
+ *
+ * A large payload whose first member is an `id` naming another session
+ * ({@link leadingId}: what a mismatch looks like in every payload the
+ * harness writes) is projected here and now instead, so that it is refused
+ * before the store is touched; the projection, not the first look, decides
+ * (a later duplicate `id` member wins, as in Go's decoder).
  *
  * @throws ConnectError INVALID_ARGUMENT naming the field, at once for the
- *   request's fields, and from the returned `projection` for a payload the
- *   projection refuses (`snapshot.payload`: another `id`, naming both, ...).
+ *   request's fields and a large payload whose leading `id` is refused,
+ *   and from the returned `projection` for any other payload the projection
+ *   refuses (`snapshot.payload`: another `id`, naming both, ...); UNAVAILABLE
+ *   from `projection` when the projection worker stopped before answering
+ *   (nothing written; a retry starts a new worker).
  */
-function validSave(req: SaveRequest): { sessionId: string; snapshot: StoredSnapshot; projection: () => SessionProjection } {
+function validSave(req: SaveRequest, thread: ProjectionThread): { sessionId: string; snapshot: StoredSnapshot; projection: ProjectionSource } {
   const sessionId = requireId("session_id", req.sessionId);
   const snapshot = requirePresent("snapshot", req.snapshot);
   requireFormat("snapshot.format", snapshot.format, [SNAPSHOT_FORMAT]);
@@ -64,15 +76,27 @@ function validSave(req: SaveRequest): { sessionId: string; snapshot: StoredSnaps
   if (!(ACTIVITY_STATES as readonly string[]).includes(req.activityState)) {
     throw invalidArgument("activity_state", `must be "draft", "active" or empty, got ${JSON.stringify(req.activityState)}`);
   }
-  const projection = (): SessionProjection => {
+  const payload = snapshot.payload;
+  const activity = req.activityState as ActivityState;
+  const stored = { format: snapshot.format, payload };
+  const inline = (): SessionProjection => {
     try {
-      return projectSnapshot(sessionId, snapshot.payload, req.activityState as ActivityState);
+      return projectSnapshot(sessionId, payload, activity);
     } catch (err) {
-      if (err instanceof SnapshotPayloadError) throw invalidArgument("snapshot.payload", err.message);
-      throw err;
+      throw projectionError(err);
     }
   };
-  return { sessionId, snapshot: { format: snapshot.format, payload: snapshot.payload }, projection };
+  if (payload.byteLength <= THREAD_PROJECTION_BYTES) return { sessionId, snapshot: stored, projection: inline };
+  const lead = leadingId(payload);
+  if (lead !== undefined && lead !== sessionId) return { sessionId, snapshot: stored, projection: inline() };
+  return { sessionId, snapshot: stored, projection: () => thread.project(sessionId, payload, activity).catch((err: unknown) => Promise.reject(projectionError(err))) };
+}
+
+/** What a failed projection answers: INVALID_ARGUMENT for a payload it refuses, UNAVAILABLE when its worker stopped, anything else as it is. */
+function projectionError(err: unknown): unknown {
+  if (err instanceof SnapshotPayloadError) return invalidArgument("snapshot.payload", err.message);
+  if (err instanceof ProjectionThreadError) return new ConnectError(err.message, Code.Unavailable, undefined, undefined, err);
+  return err;
 }
 
 /**
@@ -153,7 +177,9 @@ export function storedSessionEntryBytes(e: StoredSessionEntry): number {
  *   `activity_state` other than `""`/`draft`/`active`, or a sessnap payload
  *   the projection refuses (another `id`, naming both; see projection.ts).
  *   The snapshot, its metadata row, lineage records and activity change
- *   together.
+ *   together. A payload over 1 MiB is projected on `thread` while the
+ *   store stages it; UNAVAILABLE (nothing written) if that worker stops
+ *   before answering.
  * - Create: as Save, but ALREADY_EXISTS (nothing changed, no generation
  *   bumped) when the id exists.
  * - Load: NOT_FOUND naming the id when absent.
@@ -168,16 +194,19 @@ export function storedSessionEntryBytes(e: StoredSessionEntry): number {
  *   {@link validLineageQuery}).
  * - Capabilities: contract `session-store/1`; list, delete, create,
  *   metadata_paging, lineage and activity_projection.
+ *
+ * @param thread where large payloads are projected (default: the process's
+ *   {@link sharedProjectionThread}).
  */
-export function sessionStoreService(store: SessionStore): ServiceImpl<typeof SessionStoreService> {
+export function sessionStoreService(store: SessionStore, thread: ProjectionThread = sharedProjectionThread()): ServiceImpl<typeof SessionStoreService> {
   return {
     async save(req) {
-      const { sessionId, snapshot, projection } = validSave(req);
+      const { sessionId, snapshot, projection } = validSave(req, thread);
       await store.save(sessionId, snapshot, projection);
       return {};
     },
     async create(req) {
-      const { sessionId, snapshot, projection } = validSave(req);
+      const { sessionId, snapshot, projection } = validSave(req, thread);
       if (!(await store.create(sessionId, snapshot, projection))) {
         throw new ConnectError(`session ${JSON.stringify(sessionId)} already exists`, Code.AlreadyExists);
       }

@@ -1,7 +1,7 @@
 import { indexScan, keysetScan, type IndexScan } from "../storage/index-scan.js";
 import type { SqliteDatabase } from "../storage/sqlite-database.js";
 import { processIdentity } from "../storage/process-identity.js";
-import { projectionOnce, type ProjectionSource } from "./projection-source.js";
+import { ProjectionRun, type ProjectionSource } from "./projection-source.js";
 import { CHUNK_BYTES, STAGE_BYTES } from "./sqlite-blobs.js";
 import type { PutResult } from "./sqlite-ops.js";
 import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery, SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
@@ -22,8 +22,8 @@ const OWNER = processIdentity();
  * publishes the staged blob in one small transaction, and is durable and
  * atomic like any other. The blob a write replaced is dropped afterwards, a
  * few chunks per transaction, without holding up the answer. Such a Save
- * is projected while the worker writes its first chunk, not before the
- * staging starts (issue 12; see {@link ProjectionSource}).
+ * is projected while it is staged, not before (issue 12; see
+ * {@link ProjectionSource}).
  */
 export class SqliteSessionStore implements SessionStore {
   constructor(private readonly db: SqliteDatabase) {}
@@ -41,24 +41,28 @@ export class SqliteSessionStore implements SessionStore {
 
   /**
    * A write. A small payload is projected, then written in one call. A
-   * staged one is projected while the worker writes its first chunk (so
-   * the projection costs the Save little; issue 12); a projection that
-   * throws abandons the staging (nothing is visible) and its error is the
-   * answer, even when the store failed too: bad input is refused as such.
+   * staged one is projected while it is staged: the projection starts once
+   * the worker has the first chunk (on the projection worker for a payload
+   * the service hands there, so it overlaps the whole staging; issue 12),
+   * and the staged blob is published once both are done. A projection that
+   * fails stops the staging at the next chunk, abandons it (nothing is
+   * visible) and is the answer, even when the store failed too: bad input is
+   * refused as such.
    */
   private async put(op: "session.save" | "session.create", sessionId: string, snapshot: StoredSnapshot, source: ProjectionSource): Promise<PutResult> {
-    const project = projectionOnce(source);
+    const run = new ProjectionRun(source);
     const size = snapshot.payload.byteLength;
-    if (size <= STAGE_BYTES) return this.dropAfter(await this.db.call(op, { sessionId, snapshot, projection: project() }));
+    if (size <= STAGE_BYTES) return this.dropAfter(await this.db.call(op, { sessionId, snapshot, projection: await run.start() }));
     let blobId: number;
     try {
-      blobId = await this.stage(snapshot.payload, project);
+      blobId = await this.stage(snapshot.payload, run);
     } catch (err) {
-      project();
+      await run.start();
       throw err;
     }
     try {
-      return this.dropAfter(await this.db.call(op, { sessionId, snapshot: { format: snapshot.format, payload: new Uint8Array(0) }, projection: project(), staged: { blobId, size } }));
+      const projection = await run.start();
+      return this.dropAfter(await this.db.call(op, { sessionId, snapshot: { format: snapshot.format, payload: new Uint8Array(0) }, projection, staged: { blobId, size } }));
     } catch (err) {
       this.abandon(blobId);
       throw err;
@@ -67,25 +71,22 @@ export class SqliteSessionStore implements SessionStore {
 
   /**
    * Stages `payload` as a new blob, one chunk per write; answers its id.
-   * `whileWriting` runs on this thread once, while the worker writes the
-   * first chunk; what it throws gives the staging up and is rethrown.
+   * `run` is started once the worker has the first chunk, and checked
+   * before every later chunk: its failure gives the staging up and is
+   * thrown.
    */
-  private async stage(payload: Uint8Array, whileWriting: () => unknown): Promise<number> {
+  private async stage(payload: Uint8Array, run: ProjectionRun): Promise<number> {
     const blobId = await this.db.call("session.stage", { owner: OWNER });
     try {
       for (let seq = 0, at = 0; at < payload.byteLength; seq++, at += CHUNK_BYTES) {
+        if (seq > 0) run.throwIfFailed();
         // A copy of its own, so that its memory can move to the worker (the payload is a view into the request).
         const bytes = new Uint8Array(Math.min(CHUNK_BYTES, payload.byteLength - at));
         bytes.set(payload.subarray(at, at + bytes.byteLength));
         const written = this.db.call("session.stageChunk", { blobId, seq, bytes }, [bytes.buffer]);
         if (seq === 0) {
           this.db.postNow();
-          try {
-            whileWriting();
-          } catch (err) {
-            await written.catch(() => undefined);
-            throw err;
-          }
+          void run.start();
         }
         await written;
       }

@@ -10,7 +10,7 @@ import { goUnixNano, isValidIncarnation, legacyIncarnation } from "../../common/
 import { principalScopeHash } from "../../common/principal-scope.js";
 import { ZERO_TIME_NANOS } from "../../services/json/rfc3339.js";
 import { isGenuinePrompt } from "../../services/session-store/activity.js";
-import { projectSnapshot, SnapshotPayloadError } from "../../services/session-store/projection.js";
+import { leadingId, projectSnapshot, SnapshotPayloadError } from "../../services/session-store/projection.js";
 
 const NUDGE = "Please continue. Make concrete progress on the task using your tools, or \u2014 if you are blocked or believe the task is complete \u2014 say so explicitly in a short message.";
 
@@ -94,5 +94,24 @@ describe("sessnap projection", () => {
     for (const p of ["not json", "[1]", '{"no":"id"}', '{"id":"s"} trailing']) expect(projectSnapshot("s", Buffer.from(p), "").metadata, p).toBeUndefined();
     expect(() => projectSnapshot("s", Buffer.from('{"id":"t"}'), "")).toThrow(SnapshotPayloadError);
     expect(() => projectSnapshot("s", Buffer.from('{"id":"t"}'), "")).toThrow(/"t".*"s"/);
+  });
+
+  test("leadingId reads the id only when it is the first member and a string; the projection's id can still differ (a later member wins)", () => {
+    const cases: Array<[string, string | undefined]> = [
+      ['{"id":"s","messages":[]}', "s"],
+      [' \n{ "ID" : "s\u0041" , "x": 1}', "sA"],
+      ['{"Id":"s"', "s"],
+      ['{"state":"idle","id":"s"}', undefined],
+      ['{"id":7}', undefined],
+      ['{"id":null,"id":"s"}', undefined],
+      ['{"id":"unterminated', undefined],
+      ["[]", undefined],
+      ["not json", undefined],
+      ["{}", undefined],
+    ];
+    for (const [payload, want] of cases) expect(leadingId(Buffer.from(payload)), payload).toBe(want);
+    const overridden = Buffer.from('{"id":"t","ID":"s"}');
+    expect(leadingId(overridden)).toBe("t");
+    expect(projectSnapshot("s", overridden, "").metadata?.incarnation).toMatch(/^legacy_/);
   });
 });
