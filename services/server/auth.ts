@@ -1,5 +1,5 @@
 import { readFileSync, watchFile, unwatchFile } from "node:fs";
-import { timingSafeEqual, createHash } from "node:crypto";
+import { timingSafeEqual, hash } from "node:crypto";
 import type { Logger } from "./logger.js";
 
 /**
@@ -74,5 +74,5 @@ export class TokenFile {
 }
 
 function digest(token: string): Buffer {
-  return createHash("sha256").update(token).digest();
+  return hash("sha256", token, "buffer");
 }

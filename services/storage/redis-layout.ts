@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 
 /** Hash slots of a Redis Cluster (CLUSTER KEYSLOT is CRC16 of the hash tag, modulo this). */
 export const CLUSTER_SLOTS = 16384;
@@ -60,9 +60,13 @@ export class StoreLayout {
     });
   }
 
+  /** The last id {@link partitionOf} hashed, and its partition: one RPC builds several keys of one id in a row. */
+  private last: { id: string; partition: number } | undefined;
+
   /** The partition of a record id (session id, schedule name or fire id): the first 4 bytes of SHA-256 of its UTF-8, modulo N. */
   partitionOf(id: string): number {
-    return createHash("sha256").update(id, "utf8").digest().readUInt32BE(0) % this.partitions;
+    if (this.last?.id !== id) this.last = { id, partition: hash("sha256", id, "buffer").readUInt32BE(0) % this.partitions };
+    return this.last.partition;
   }
 
   /** The hash tag text of partition `p` (without braces). */

@@ -1,10 +1,10 @@
 import type { RedisClient } from "./redis-client.js";
-import { randomBytes } from "node:crypto";
 import pRetry, { AbortError } from "p-retry";
 import { classifyRedisError, RedisAttemptTimeout } from "./redis-errors.js";
 import { replicaWait } from "./redis-replicas.js";
 import { opRecordTtlMs, ReplicaShortfall, runScript, runScriptAndWait, runScriptBuffer, type OpRecord, type RedisScript } from "./redis-script.js";
 import { StoreFailure } from "./store-failure.js";
+import { randomHexId } from "./random-id.js";
 
 type ScriptArg = string | Buffer | Uint8Array | number;
 
@@ -48,7 +48,7 @@ function withinMs<T>(p: Promise<T>, ms: number): Promise<T> {
  */
 export class RedisOperation {
   /** The operation id: 16 random hex characters. */
-  readonly id = randomBytes(8).toString("hex");
+  readonly id = randomHexId();
   private readonly started = performance.now();
   /** True once an attempt of a write may have reached Redis. */
   private maybeApplied = false;
@@ -108,14 +108,15 @@ export class RedisOperation {
 
   private async attempt<T>(write: boolean, request: (redis: RedisClient) => Promise<T>): Promise<T> {
     let cause = "no attempt made";
-    let last: unknown = new RedisAttemptTimeout("no time left");
+    // The last attempt's error; built only when no attempt has failed yet (an Error's stack costs a few µs per call).
+    let last: unknown;
     try {
       return await pRetry(
         async (attemptNumber) => {
           const left = this.remainingMs();
           // Too little time left for a retry to be answered: end with the last attempt's
           // (definite) error rather than send a command that would be cut off unanswered.
-          if (left <= 0 || (attemptNumber > 1 && left < this.lastAttemptMs())) throw new AbortError(last as Error);
+          if (left <= 0 || (attemptNumber > 1 && left < this.lastAttemptMs())) throw new AbortError((last as Error | undefined) ?? new RedisAttemptTimeout("no time left"));
           return await withinMs(Promise.resolve().then(() => request(this.redis)), left);
         },
         {

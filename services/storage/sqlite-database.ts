@@ -56,7 +56,9 @@ interface Request {
 /**
  * One worker thread (sqlite-worker.ts) and the requests made for it in this
  * turn of the event loop, posted together in one message (one structured
- * clone, one wake-up of the worker).
+ * clone, one wake-up of the worker). The message goes once the turn's I/O
+ * callbacks have run (`setImmediate`), so the calls of every request that
+ * arrived in one read of the sockets share it (issue 11).
  */
 class WorkerLink {
   private outbox: Request[] = [];
@@ -69,7 +71,7 @@ class WorkerLink {
 
   /** Queues a request; `transfer` is memory moved to the worker with it (empty here afterwards). */
   send(request: Request, transfer: readonly ArrayBuffer[]): void {
-    if (this.outbox.length === 0) queueMicrotask(() => this.flush());
+    if (this.outbox.length === 0) setImmediate(() => this.flush());
     this.outbox.push(request);
     this.transfer.push(...transfer);
   }
