@@ -32,7 +32,7 @@ const MiB = 1024 * 1024;
 
 /** Fills an SQLite store through the copy's import: sessions (with rows), then logs. */
 async function fill(store: string): Promise<{ records: number; bytes: number }> {
-  const target = await openCopyEndpoint({ store, redis: {} }, "target");
+  const target = await openCopyEndpoint({ store, redis: {} }, "write");
   let bytes = 0;
   const text = "t".repeat(1500);
   for (let i = 0; i < SESSIONS; i += 500) {

@@ -47,7 +47,7 @@ export function backupCommand(): Command {
           bar?.stop();
         }
         // The backup opens as a store: count what it holds, as copy would read it.
-        const backup = await openCopyEndpoint({ store: `sqlite:${result.file}`, redis: {} }, "source");
+        const backup = await openCopyEndpoint({ store: `sqlite:${result.file}`, redis: {} }, "read");
         const held = await storeContents(backup).finally(() => backup.close());
         if (flags.json) printJson({ ...result, contents: held });
         else {

@@ -1,6 +1,6 @@
-import { Command, Option } from "commander";
-import { addSideStoreOptions, sideStoreFlags, storeBackendOptions, type StoreSide } from "../../services/server/store-options.js";
-import type { CopyEndpoint } from "../../services/copy/copy-endpoint.js";
+import { Command, InvalidArgumentError, Option } from "commander";
+import { addSideStoreOptions, redisFlagsGiven, sideStoreFlags, storeBackendOptions, type StoreSide } from "../../services/server/store-options.js";
+import type { AdmitStore, CopyAccess, CopyEndpoint } from "../../services/copy/copy-endpoint.js";
 import type { KindVerdict } from "../../services/copy/verify.js";
 import { parseSize } from "../workload/command.js";
 import { action, EXIT_FAILURE, printJson, printTable, UsageError } from "./output.js";
@@ -24,8 +24,29 @@ interface CopyFlags extends Record<string, unknown> {
   json?: boolean;
 }
 
+/** `--batch-size`: a size (parseSize) of at least one byte. */
+function batchSize(text: string): number {
+  const n = parseSize(text);
+  if (n < 1) throw new InvalidArgumentError(`expected a size of at least 1 byte (a batch carries at least one record), got ${JSON.stringify(text)}`);
+  return n;
+}
+
+/**
+ * Refuses one side's Redis flags with an SQLite store, as `serve` refuses
+ * them (they would be accepted and ignored).
+ *
+ * @throws UsageError naming the first such flag of that side.
+ */
+function refuseRedisFlagsForSqlite(flags: CopyFlags, side: StoreSide): void {
+  const store = sideStoreFlags(flags, side);
+  if (typeof store.store !== "string" || !store.store.startsWith("sqlite:")) return;
+  const given = redisFlagsGiven(store).map((f) => f.replace("--redis-", `--${side}-redis-`));
+  if (side === "to" && flags.toRedisDurability !== "strict") given.push("--to-redis-durability");
+  if (given.length > 0) throw new UsageError(`${given[0]} applies to Redis stores only, and --${side} is ${JSON.stringify(store.store)}; drop the flag or use a Redis --${side} (redis://, rediss://, redis+cluster:// or rediss+cluster://)`);
+}
+
 /** Opens one side, turning a store problem into a usage error that names that side's flags. */
-async function open(flags: CopyFlags, side: StoreSide, role: "source" | "target"): Promise<CopyEndpoint> {
+async function open(flags: CopyFlags, side: StoreSide, access: CopyAccess, admit?: AdmitStore): Promise<CopyEndpoint> {
   const { openCopyEndpoint } = await import("../../services/copy/copy-endpoint.js");
   const { StartupError } = await import("../../services/storage/redis-connection.js");
   const store = sideStoreFlags(flags, side);
@@ -33,7 +54,7 @@ async function open(flags: CopyFlags, side: StoreSide, role: "source" | "target"
   const options = storeBackendOptions(store);
   if (side === "to") options.redis.durability = flags.toRedisDurability;
   try {
-    return await openCopyEndpoint(options, role);
+    return await openCopyEndpoint(options, access, admit);
   } catch (err) {
     if (err instanceof StartupError) throw new UsageError(err.message.replaceAll("--store", `--${side}`).replaceAll("--redis-", `--${side}-redis-`));
     throw err;
@@ -75,7 +96,7 @@ export function copyCommand(): Command {
     .option("--replace", "erase everything the target holds before copying (it must otherwise be empty: no session, lineage record, event log, lease, schedule or fire)")
     .option("--resume", "continue the interrupted copy recorded in the target (same --from and --to)")
     .option("--verify-only", "copy nothing: compare both stores (counts and content digests per kind) and exit 1 on any difference")
-    .option("--batch-size <size>", "payload bytes written per batch (one transaction or pipeline; the checkpoint --resume continues from)", parseSize, DEFAULT_BATCH_BYTES)
+    .option("--batch-size <size>", "payload bytes written per batch, at least 1 (one transaction or pipeline; the checkpoint --resume continues from)", batchSize, DEFAULT_BATCH_BYTES)
     .option("--json", "print the report as JSON")
     .addHelpText(
       "after",
@@ -99,10 +120,18 @@ async function runCopy(flags: CopyFlags): Promise<void> {
   const { copyStore, CopyInterrupted, CopyRefused } = await import("../../services/copy/copy-run.js");
   const { verifyStores } = await import("../../services/copy/verify.js");
   const { CopyProgressView } = await import("./copy-progress.js");
-  const source = await open(flags, "from", "source");
+  refuseRedisFlagsForSqlite(flags, "from");
+  refuseRedisFlagsForSqlite(flags, "to");
+  const { sharedStore } = await import("../../services/copy/store-identity.js");
+  const source = await open(flags, "from", "read");
   let target: CopyEndpoint;
   try {
-    target = await open(flags, "to", "target");
+    // --verify-only writes nothing: its target is read like a source (it must exist, and is not migrated).
+    // Refused before anything is written to it: a target that is (or overlaps) the source, whatever text names them.
+    target = await open(flags, "to", flags.verifyOnly ? "read" : "write", (identity) => {
+      const why = sharedStore(source.identity, identity);
+      if (why !== undefined) throw new UsageError(`--from and --to name the same store (${why}): ${flags.verifyOnly ? "there is nothing to compare" : "copying would erase or overwrite the source"}; choose another --to`);
+    });
   } catch (err) {
     await source.close();
     throw err;
@@ -121,7 +150,6 @@ async function runCopy(flags: CopyFlags): Promise<void> {
   process.on("SIGTERM", onSignal);
   const started = performance.now();
   try {
-    if (source.description === target.description) throw new UsageError(`--from and --to name the same store (${source.description})`);
     if (flags.verifyOnly) {
       const verdicts = await verifyStores(source, target, (p) => view.verify(p));
       view.stop();

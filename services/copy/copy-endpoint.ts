@@ -2,14 +2,15 @@ import { connectRedisClient, isRedisStoreUrl, type RedisClient } from "../storag
 import type { BackendOptions } from "../storage/backend.js";
 import { DEFAULT_REDIS_KEY_PREFIX, KNOWN_STORES } from "../storage/backend.js";
 import { StartupError } from "../storage/redis-connection.js";
-import type { RedisKeys } from "../storage/redis-keys.js";
+import { RedisKeys } from "../storage/redis-keys.js";
 import { openRedisStore } from "../storage/redis-store.js";
 import { RedisOperations } from "../storage/redis-operation.js";
 import { SqliteDatabase } from "../storage/sqlite-database.js";
 import { checkSqlitePath, parseSqliteStoreUrl } from "../storage/sqlite-path.js";
 import { sqliteMigrations } from "../storage/sqlite-registry.js";
 import type { KindStore, StoreKinds } from "../storage/copy/kind-store.js";
-import { unlinkAll } from "../storage/copy/redis-scan.js";
+import { unlinkStore } from "../storage/copy/redis-scan.js";
+import { redisIdentity, sqliteIdentity, type StoreIdentity } from "./store-identity.js";
 import { RedisSessionCopy } from "../session-store/redis-copy.js";
 import { RedisEventLogCopy } from "../event-log/redis-copy.js";
 import { RedisLeaseCopy } from "../session-lease/redis-copy.js";
@@ -31,6 +32,8 @@ export const COPY_STORE_TIMEOUT_MS = 120_000;
 export interface CopyEndpoint {
   /** The store URL, and for Redis the key prefix: how messages and the progress record name it. */
   readonly description: string;
+  /** What the store physically is (file, servers, key base): how `copy` tells that --from and --to are one store whatever their text. */
+  readonly identity: StoreIdentity;
   readonly kinds: StoreKinds;
   /** The progress record of an unfinished copy into this store, or undefined. */
   readProgress(): Promise<string | undefined>;
@@ -38,7 +41,7 @@ export interface CopyEndpoint {
   writeProgress(text: string): Promise<void>;
   /** Removes the progress record. */
   clearProgress(): Promise<void>;
-  /** Removes every record of every kind (and the progress record). */
+  /** Removes every record of every kind (and the progress record); on Redis only keys the store's layout defines (RedisKeys.owns). */
   erase(): Promise<void>;
   /** Closes what the endpoint opened. */
   close(): Promise<void>;
@@ -46,6 +49,21 @@ export interface CopyEndpoint {
 
 /** Options for {@link openCopyEndpoint}: the store flags of one side. */
 export type CopyEndpointOptions = BackendOptions & { redis: NonNullable<BackendOptions["redis"]> };
+
+/**
+ * How a side is opened: `read` (a source, or both sides of `--verify-only`):
+ * an existing store, never written; `write` (a copy's target): as `serve`
+ * opens it.
+ */
+export type CopyAccess = "read" | "write";
+
+/**
+ * Called with the identity of the store being opened once it is known and
+ * before anything is written to it (an SQLite file that does not exist yet
+ * has none and skips the call); throwing refuses the store. `copy` refuses
+ * a target that is its source here.
+ */
+export type AdmitStore = (identity: StoreIdentity) => void;
 
 type OpName = Parameters<SqliteDatabase["call"]>[0];
 
@@ -77,18 +95,23 @@ async function checkSourceSchema(db: SqliteDatabase, store: string): Promise<voi
   }
 }
 
-async function openSqlite(store: string, role: "source" | "target"): Promise<CopyEndpoint> {
+async function openSqlite(store: string, access: CopyAccess, admit: AdmitStore): Promise<CopyEndpoint> {
   const target = parseSqliteStoreUrl(store);
   if (target.memory) throw new StartupError(`--store ${store}: sqlite::memory: lives only inside its own process; copy from or to an SQLite file`);
-  if (role === "target") checkSqlitePath(store, target.path);
+  if (access === "write") checkSqlitePath(store, target.path);
+  const before = sqliteIdentity(target.path);
+  if (before === undefined && access === "read") throw new StartupError(`--store ${store}: no such file; a missing SQLite file holds no store to read (check the path in --store)`);
+  if (before !== undefined) admit(before);
   let db: SqliteDatabase;
   try {
-    db = await SqliteDatabase.open({ path: target.path, readonly: role === "source", storeTimeoutMs: COPY_STORE_TIMEOUT_MS });
+    db = await SqliteDatabase.open({ path: target.path, readonly: access === "read", storeTimeoutMs: COPY_STORE_TIMEOUT_MS });
   } catch (err) {
     throw new StartupError(`${(err as Error).message}; check the path in --store`);
   }
+  let identity: StoreIdentity;
   try {
-    if (role === "source") await checkSourceSchema(db, store);
+    identity = sqliteIdentity(target.path) ?? before!;
+    if (access === "read") await checkSourceSchema(db, store);
   } catch (err) {
     await db.close();
     throw err;
@@ -103,6 +126,7 @@ async function openSqlite(store: string, role: "source" | "target"): Promise<Cop
   };
   return {
     description: store,
+    identity,
     kinds,
     readProgress: () => db.call("copy.progress.read", {}),
     writeProgress: (text) => db.call("copy.progress.write", { text }),
@@ -114,14 +138,17 @@ async function openSqlite(store: string, role: "source" | "target"): Promise<Cop
   };
 }
 
-async function openRedis(options: CopyEndpointOptions, role: "source" | "target"): Promise<CopyEndpoint> {
-  // A source is only read: its durability does not matter. A target must be as durable as `serve` requires (or relaxed, when asked).
-  const durability = role === "source" ? "relaxed" : (options.redis.durability ?? "strict");
+async function openRedis(options: CopyEndpointOptions, access: CopyAccess, admit: AdmitStore): Promise<CopyEndpoint> {
+  // A store only read: its durability does not matter. A target must be as durable as `serve` requires (or relaxed, when asked).
+  const durability = access === "read" ? "relaxed" : (options.redis.durability ?? "strict");
   const redis: RedisClient = await connectRedisClient({ ...options.redis, durability, url: options.store, storeTimeoutMs: COPY_STORE_TIMEOUT_MS });
   const prefix = options.redisKeyPrefix ?? DEFAULT_REDIS_KEY_PREFIX;
   let keys: RedisKeys;
+  let identity: StoreIdentity;
   try {
-    keys = await openRedisStore(redis, { prefix, storeTimeoutMs: COPY_STORE_TIMEOUT_MS, mode: role === "source" ? "read" : "serve" });
+    identity = await redisIdentity(redis, new RedisKeys(prefix).base);
+    admit(identity);
+    keys = await openRedisStore(redis, { prefix, storeTimeoutMs: COPY_STORE_TIMEOUT_MS, mode: access === "read" ? "read" : "serve" });
   } catch (err) {
     redis.disconnect();
     throw err;
@@ -132,6 +159,7 @@ async function openRedis(options: CopyEndpointOptions, role: "source" | "target"
   const progressKey = keys.copyProgress();
   return {
     description: `${options.store} (key prefix ${JSON.stringify(prefix)})`,
+    identity,
     kinds: {
       sessions: sessions.sessions as KindStore<unknown>,
       lineage: sessions.lineage as KindStore<unknown>,
@@ -143,23 +171,27 @@ async function openRedis(options: CopyEndpointOptions, role: "source" | "target"
     readProgress: async () => (await ops.read((r) => r.get(progressKey))) ?? undefined,
     writeProgress: async (text) => void (await ops.read((r) => r.set(progressKey, text))),
     clearProgress: async () => void (await ops.read((r) => r.del(progressKey))),
-    erase: () => unlinkAll(ops, keys.base),
+    erase: () => unlinkStore(ops, keys),
     close: async () => void (await redis.quit().catch(() => redis.disconnect())),
   };
 }
 
 /**
- * Opens one side of a copy: a `source` read-only (an SQLite file without
- * migrating it, a Redis server without requiring durability), a `target` as
- * `serve` would open it (SQLite: created if missing, migrated; Redis:
- * durable unless relaxed).
+ * Opens one side of a copy: for `read`, an existing store, read-only (an
+ * SQLite file that must exist, without migrating it and without leaving
+ * `-wal`/`-shm` files it did not have; a Redis server without requiring
+ * durability); for `write`, as `serve` would open it (SQLite: created if
+ * missing, migrated; Redis: durable unless relaxed). `admit` sees the
+ * store's identity before anything is written to it.
  *
  * @throws StartupError with a remedy for an unknown or malformed URL,
- *   `sqlite::memory:`, a missing or unreadable file, an SQLite source of
- *   another build's schema, an unreachable Redis or a non-durable Redis target.
+ *   `sqlite::memory:`, a missing (`read`) or unreadable file, an SQLite file
+ *   read of another build's schema, an unreachable Redis, a Redis that does
+ *   not say who it is (INFO refused) or a non-durable Redis target; whatever
+ *   `admit` throws.
  */
-export function openCopyEndpoint(options: CopyEndpointOptions, role: "source" | "target"): Promise<CopyEndpoint> {
-  if (options.store.startsWith("sqlite:")) return openSqlite(options.store, role);
-  if (isRedisStoreUrl(options.store)) return openRedis(options, role);
+export function openCopyEndpoint(options: CopyEndpointOptions, access: CopyAccess, admit: AdmitStore = () => undefined): Promise<CopyEndpoint> {
+  if (options.store.startsWith("sqlite:")) return openSqlite(options.store, access, admit);
+  if (isRedisStoreUrl(options.store)) return openRedis(options, access, admit);
   return Promise.reject(new StartupError(`--store ${JSON.stringify(options.store)} is not a known store; ${KNOWN_STORES.replace("sqlite::memory:, ", "")}`));
 }

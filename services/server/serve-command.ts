@@ -6,11 +6,11 @@ import { totalmem } from "node:os";
 import { startServer, MAX_MESSAGE_BYTES, type ServerOptions } from "./server.js";
 import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
-import { DEFAULT_REDIS_KEY_PREFIX, DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
+import { DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
 import { MAX_LEASE_TTL_MS } from "../session-lease/rules.js";
 import { DEFAULT_FOLLOW_STALL_MS } from "../event-log/follow-hub.js";
 import { DEFAULT_FOLLOW_POLL_MS } from "../event-log/sqlite-feed.js";
-import { addStoreOptions, storeBackendOptions, type StoreFlags } from "./store-options.js";
+import { addStoreOptions, redisFlagsGiven, storeBackendOptions, type StoreFlags } from "./store-options.js";
 
 /**
  * Parses a duration flag such as `30s`, `500ms` or `2m` into milliseconds.
@@ -134,16 +134,8 @@ function resolveServices(names: string[]): ServiceName[] {
  */
 function refuseRedisFlagsForSqlite(f: ServeFlags): void {
   if (!f.store.startsWith("sqlite:")) return;
-  const given: Array<[string, boolean]> = [
-    ["--redis-username-file", f.redisUsernameFile !== undefined],
-    ["--redis-password-file", f.redisPasswordFile !== undefined],
-    ["--redis-tls-ca", f.redisTlsCa !== undefined],
-    ["--redis-allow-plaintext", f.redisAllowPlaintext],
-    ["--redis-durability", f.redisDurability !== "strict"],
-    ["--redis-wait-replicas", f.redisWaitReplicas !== 0],
-    ["--redis-key-prefix", f.redisKeyPrefix !== DEFAULT_REDIS_KEY_PREFIX],
-  ];
-  const flag = given.find(([, set]) => set)?.[0];
+  const given = [...redisFlagsGiven(f), ...(f.redisDurability !== "strict" ? ["--redis-durability"] : []), ...(f.redisWaitReplicas !== 0 ? ["--redis-wait-replicas"] : [])];
+  const flag = given[0];
   if (flag !== undefined) throw new StartupError(`${flag} applies to Redis stores only, and --store is ${JSON.stringify(f.store)}; drop the flag or use a Redis --store (redis://, rediss://, redis+cluster:// or rediss+cluster://)`);
 }
 

@@ -7,6 +7,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { openBackend, backendProblem, onBackendHealthChange, closeBackend, type BackendOptions, type Backend } from "../storage/backend.js";
 import { StartupError } from "../storage/redis-connection.js";
+import { refuseUnfinishedCopy } from "../storage/copy/unfinished-copy.js";
 import { mountOnGrpc, OpenStreams, type AnyServiceImpl } from "./grpc-adapter.js";
 import { connectAdmission, grpcAdmission, type AdmissionOptions } from "./admission.js";
 import { InflightBudget } from "./inflight-budget.js";
@@ -288,6 +289,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
     // Every listener is bound: only now may the store create its files.
     const store: Backend = (backend = await openBackend({ ...options.backend, log: (msg, fields) => logger.info(fields, msg) }));
+    // A half-written copy target serves part of its source as if it were all of it (issue 14).
+    await refuseUnfinishedCopy(store);
     const durabilityMode = !store.durable ? (store.kind === "sqlite" ? "none" : "relaxed") : "full";
     metrics.durability.set({ mode: durabilityMode }, 1);
     if (store.kind === "sqlite") store.db.on("commit", (writes: number) => metrics.groupCommitWrites.observe(writes));

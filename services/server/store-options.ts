@@ -43,6 +43,23 @@ export function storeBackendOptions(f: StoreFlags): BackendOptions & { redis: No
   };
 }
 
+/**
+ * The Redis flags of {@link addStoreOptions} given a value other than their
+ * default, by name (`--redis-password-file`, ..., `--redis-key-prefix` when
+ * not `mecatl-drivers:`): with an SQLite store they would be accepted and
+ * ignored, so `serve` and `copy` refuse them (issue 10, deliverable 4).
+ */
+export function redisFlagsGiven(f: StoreFlags): string[] {
+  const given: Array<[string, boolean]> = [
+    ["--redis-username-file", f.redisUsernameFile !== undefined],
+    ["--redis-password-file", f.redisPasswordFile !== undefined],
+    ["--redis-tls-ca", f.redisTlsCa !== undefined],
+    ["--redis-allow-plaintext", f.redisAllowPlaintext === true],
+    ["--redis-key-prefix", f.redisKeyPrefix !== undefined && f.redisKeyPrefix !== DEFAULT_REDIS_KEY_PREFIX],
+  ];
+  return given.filter(([, set]) => set).map(([flag]) => flag);
+}
+
 /** One side of a command that reads one store and writes another (`copy`): `from` or `to`. */
 export type StoreSide = "from" | "to";
 

@@ -287,10 +287,24 @@ export async function readDurability(redis: Redis): Promise<string | undefined> 
 }
 
 /**
+ * True when a failed CONFIG GET was refused by the server itself: the user
+ * lacks the permission (`NOPERM`), or the command is disabled or renamed
+ * (`unknown command`, `unknown subcommand`). Anything else (a closed
+ * connection, a timeout, a reset) means the server could not be asked.
+ */
+export function configGetRefused(message: string): boolean {
+  return /NOPERM|unknown (?:sub)?command/i.test(message);
+}
+
+/**
  * The start-up check: {@link readDurability}, turned into a one-line remedy
  * (naming `node`, e.g. `node 10.0.0.5:6379`, when given: a cluster node).
+ * Only a CONFIG GET the server refused ({@link configGetRefused}) is
+ * answered with "allow CONFIG GET or relax durability"; a server that could
+ * not be asked (connection closed or lost, no answer: a node that just died,
+ * a failover under way) is reported as unreachable, with "retry".
  *
- * @throws StartupError naming the setting to change (or `--redis-durability=relaxed`).
+ * @throws StartupError naming the setting to change (or `--redis-durability=relaxed`), or saying the server is unreachable.
  */
 export async function verifyDurability(redis: Redis, node?: string): Promise<void> {
   let problem: string | undefined;
@@ -298,9 +312,12 @@ export async function verifyDurability(redis: Redis, node?: string): Promise<voi
   try {
     problem = await readDurability(redis);
   } catch (err) {
-    throw new StartupError(
-      `cannot verify Redis durability${at} (CONFIG GET failed: ${(err as Error).message}); allow CONFIG GET for this user or pass --redis-durability=relaxed`,
-    );
+    const message = (err as Error).message;
+    if (configGetRefused(message)) {
+      throw new StartupError(`cannot verify Redis durability${at} (CONFIG GET refused: ${message}); allow CONFIG GET for this user or pass --redis-durability=relaxed`);
+    }
+    const retry = node === undefined ? "start it or wait until it is up, then retry" : "a failover may be in progress; retry in a few seconds, once the cluster has recovered";
+    throw new StartupError(`cannot verify Redis durability${at}: the ${node === undefined ? "server" : "node"} is unreachable (${message}); ${retry}`);
   }
   if (problem !== undefined) {
     throw new StartupError(

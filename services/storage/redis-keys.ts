@@ -263,6 +263,40 @@ export class RedisKeys {
     return this.fireIndex(this.layout.partitionOf(fireId));
   }
 
+  /**
+   * True when `key` is one this layout defines for this store: under
+   * {@link base}, either the store's own keys (configuration, its operation
+   * records and upgrade lock, {@link copyProgress}) or a key with one of the
+   * store's partition tags: an index partition (`sessions`, `session-meta`,
+   * `schedules`, `fires`) or a record key (`session`, `schedule`, `fire`)
+   * whose id belongs to that partition and whose suffix is one the layout
+   * uses. `mecatl-drivers copy --replace` erases only such keys, so keys of
+   * other applications that happen to start with the same text (with an
+   * empty `--redis-key-prefix`: `v2:foreign`, `v2:session:{zz}:x`) are left alone.
+   */
+  owns(key: string): boolean {
+    if (!key.startsWith(this.base)) return false;
+    const rest = key.slice(this.base.length);
+    if (rest === "copy-progress" || /^store:\{config\}(?::upgrading|:op:[^:]+)?$/s.test(rest)) return true;
+    const tagged = /^([a-z-]+):\{([^}]*)\}(.*)$/s.exec(rest);
+    if (tagged === null) return false;
+    const [, head, tag, tail] = tagged as unknown as [string, string, string, string];
+    this.tags ??= new Set(this.layout.all().map((p) => this.layout.tag(p)));
+    if (!this.tags.has(tag)) return false;
+    const index: Record<string, RegExp> = { sessions: /^$/, "session-meta": /^:/s, schedules: /^:(?:by-name|due)$/, fires: /^:by-schedule$/ };
+    if (index[head] !== undefined) return index[head].test(tail);
+    const record: Record<string, RegExp> = {
+      session: /^:(.*?)(?::snapshot|:payload|:lease|:events:meta|:events|:stage:[^:]+|:op:[^:]+)$/s,
+      schedule: /^:(.*?)(?::record|:op:[^:]+|:fence:[^:]+)$/s,
+      fire: /^:(.*?)(?::record|:op:[^:]+:[^:]+)$/s,
+    };
+    const id = record[head]?.exec(tail)?.[1];
+    return id !== undefined && this.layout.tagOf(id) === tag;
+  }
+
+  /** The partition tags of {@link layout}, built on first use by {@link owns}. */
+  private tags: Set<string> | undefined;
+
   /** Where a `mecatl-drivers copy` into this store keeps its checkpoint. */
   copyProgress(): string {
     return `${this.base}copy-progress`;

@@ -8,6 +8,7 @@ import { INLINE_READ_BYTES, NeedsWorker, type OpContext, type SqliteOp } from ".
 import type { SqliteDurabilitySettings } from "./sqlite-schema.js";
 import type { SqliteSpaceSettings } from "./sqlite-maintenance.js";
 import { EXPIRED_CODE, sqliteFailure, sqliteTimeout, type SqliteFailureContext } from "./sqlite-failure.js";
+import { openReadOnly } from "./sqlite-readonly.js";
 import { StoreFailure, isStoreFailure } from "./store-failure.js";
 import type { ProbeResult } from "./sqlite-probe.js";
 import { groupCommitParent, recordGroupCommit, type GroupCommitReport } from "../tracing/group-commit-span.js";
@@ -100,7 +101,7 @@ class WorkerLink {
  *
  * @throws Error with SQLite's message when the file cannot be opened or migrated.
  */
-async function startWorker(path: string, options: { busyTimeoutMs: number; durable: boolean; readonly: boolean }): Promise<{ link: WorkerLink; settings: SqliteDurabilitySettings }> {
+async function startWorker(path: string, options: { busyTimeoutMs: number; durable: boolean; readonly: boolean; queryOnly?: boolean }): Promise<{ link: WorkerLink; settings: SqliteDurabilitySettings }> {
   const channel = new MessageChannel();
   const worker = new Worker(new URL("./sqlite-worker.js", import.meta.url), {
     workerData: { path, port: channel.port2, ...options },
@@ -120,14 +121,15 @@ async function startWorker(path: string, options: { busyTimeoutMs: number; durab
 }
 
 /**
- * Opens the main thread's read-only connection. Without a busy timeout: a
- * busy inline read is handed to the reader worker instead of waiting here.
+ * Opens the main thread's read-only connection (`queryOnly`: see
+ * {@link openReadOnly}). Without a busy timeout: a busy inline read is handed
+ * to the reader worker instead of waiting here.
  *
  * @throws Error with SQLite's message when the file cannot be opened.
  */
-function openInline(path: string): Database.Database {
+function openInline(path: string, queryOnly: boolean): Database.Database {
   try {
-    return new Database(path, { readonly: true, fileMustExist: true, timeout: 0 });
+    return openReadOnly(path, queryOnly, 0);
   } catch (err) {
     throw new Error(`cannot open SQLite database ${path}: ${(err as Error).message}`);
   }
@@ -240,13 +242,14 @@ export class SqliteDatabase extends EventEmitter {
     }
     const storeTimeoutMs = options.storeTimeoutMs ?? 5000;
     const busyTimeoutMs = options.busyTimeoutMs ?? Math.floor((storeTimeoutMs * 3) / 4);
-    const writer = await startWorker(options.path, { busyTimeoutMs, durable: !memory, readonly });
+    // A database read as a whole (copy source, stats) leaves no -wal/-shm files behind; a served one's readers need not care.
+    const writer = await startWorker(options.path, { busyTimeoutMs, durable: !memory, readonly, queryOnly: readonly });
     let reader = writer.link;
     let inline: Database.Database | undefined;
     if (!memory) {
       try {
         if (!readonly) reader = (await startWorker(options.path, { busyTimeoutMs, durable: true, readonly: true })).link;
-        inline = openInline(options.path);
+        inline = openInline(options.path, readonly);
       } catch (err) {
         await Promise.all([writer.link.close(), reader === writer.link ? undefined : reader.close()]);
         throw err;

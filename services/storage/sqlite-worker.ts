@@ -28,6 +28,7 @@ import { transferables } from "./sqlite-transfer.js";
 import { applyPragmas, migrate, readDurabilitySettings, rollbackIfOpen } from "./sqlite-schema.js";
 import { probeWrite, storageMigrations } from "./sqlite-probe.js";
 import { EXPIRED_CODE } from "./sqlite-failure.js";
+import { openReadOnly } from "./sqlite-readonly.js";
 import { prepareSpace, SqliteMaintenance, type SqliteSpaceSettings } from "./sqlite-maintenance.js";
 import type { GroupCommitReport } from "../tracing/group-commit-span.js";
 
@@ -46,6 +47,8 @@ interface WorkerInit {
   durable: boolean;
   /** Open an existing file read-only: no pragmas that write, no migrations (store measurements, `stats`). */
   readonly: boolean;
+  /** With `readonly`: see {@link openReadOnly}'s `queryOnly`. */
+  queryOnly?: boolean;
 }
 
 const init = workerData as WorkerInit;
@@ -57,7 +60,7 @@ let db: Database.Database;
 let space: SqliteSpaceSettings | undefined;
 try {
   if (init.readonly) {
-    db = new Database(init.path, { readonly: true, fileMustExist: true });
+    db = openReadOnly(init.path, init.queryOnly ?? false);
     db.pragma(`busy_timeout = ${Math.trunc(init.busyTimeoutMs)}`);
   } else {
     db = new Database(init.path);

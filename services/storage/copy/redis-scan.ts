@@ -2,6 +2,7 @@ import { globLiteral } from "../redis-measure.js";
 import type { Redis } from "ioredis";
 import { connectedPrimaries } from "../redis-client.js";
 import type { RedisOperations } from "../redis-operation.js";
+import type { RedisKeys } from "../redis-keys.js";
 
 /** Keys per SCAN step. */
 const SCAN_COUNT = 1000;
@@ -48,15 +49,21 @@ export async function scanIds(ops: RedisOperations, base: string, kind: string, 
 }
 
 /**
- * Deletes every key that starts with `prefix` (SCAN, then UNLINK of each
- * key, on every primary), for `mecatl-drivers copy --replace` on a Redis
- * target.
+ * Deletes every key of the store `keys` names: each key under its base
+ * (`<prefix>v2:`) that the layout defines for it ({@link RedisKeys.owns}),
+ * by SCAN, then UNLINK of each key, on every primary; for `mecatl-drivers
+ * copy --replace` on a Redis target. Any other key, even one starting with
+ * the same text, is left alone, and so is the store's configuration
+ * (`store:{config}`: its partition count and id, by which `keys` places
+ * the records the copy then writes).
  *
  * @throws StoreFailure when Redis does not answer within the operation timeout.
  */
-export async function unlinkAll(ops: RedisOperations, prefix: string): Promise<void> {
-  await scanKeys(ops, `${globLiteral(prefix)}*`, async (node, keys) => {
+export async function unlinkStore(ops: RedisOperations, keys: RedisKeys): Promise<void> {
+  const config = keys.config();
+  await scanKeys(ops, `${globLiteral(keys.base)}*`, async (node, found) => {
+    const owned = found.filter((k) => keys.owns(k) && k !== config);
     // One key per command: keys of one node may still lie on different slots.
-    await ops.read(() => Promise.all(keys.map((k) => node.unlink(k))));
+    await ops.read(() => Promise.all(owned.map((k) => node.unlink(k))));
   });
 }
