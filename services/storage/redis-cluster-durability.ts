@@ -152,7 +152,7 @@ export class ClusterDurability extends EventEmitter {
     if (key === undefined) return undefined;
     const slot = keySlot(key);
     const primary = this.primaryFor(slot);
-    if (primary === undefined) throw new SlotUnserved(`no primary of the Redis Cluster serves slot ${slot} now (failover or reconfiguration)`);
+    if (primary === undefined) throw new SlotUnserved(`no primary of the Redis Cluster serves slot ${slot} now (failover or reconfiguration)${this.because(this.cluster)}`);
     if (primary.status !== "ready") throw new SlotUnserved(`the Redis Cluster primary ${nodeKey(primary)} of slot ${slot} is not connected${this.because(primary)}`);
     const watch = this.watches.get(primary);
     if (watch !== undefined) return watch.admit();
@@ -168,7 +168,7 @@ export class ClusterDurability extends EventEmitter {
       let end = slot + 1;
       while (end < CLUSTER_SLOTS && this.cluster.slots[end]?.[0] === key) end++;
       const range = end - slot === 1 ? `slot ${slot}` : `slots ${slot}-${end - 1}`;
-      if (key === undefined) return `no primary of the Redis Cluster serves ${range}`;
+      if (key === undefined) return `no primary of the Redis Cluster serves ${range}${this.because(this.cluster)}`;
       const primary = this.primaryFor(slot);
       if (primary === undefined || primary.status !== "ready") return `the Redis Cluster primary ${key} of ${range} is unreachable${primary === undefined ? "" : this.because(primary)}`;
       const watch = this.watches.get(primary);
