@@ -29,8 +29,8 @@ function nodeKey(node: Redis): string {
  *   a {@link DurabilityWatch} in strict mode, and with
  *   `--redis-wait-replicas N` (`options.replicas`, the writer client), where
  *   it also counts the node's replicas in sync while it is a primary (a
- *   replica just promoted is checked as soon as the slot map shows it
- *   primary, without waiting for the next periodic check): checked when its connection
+ *   replica just promoted, or a primary short of replicas, is checked again at
+ *   every slot map refresh, without waiting for the next periodic check): checked when its connection
  *   comes up, after every reconnect, and every few seconds. Nodes the client
  *   discovers later (`+node`, after a failover, a slot migration, a node
  *   added) are watched at once; nodes it drops (`-node`) are forgotten;
@@ -106,11 +106,16 @@ export class ClusterDurability extends EventEmitter {
     return this.strict || (this.options.replicas ?? 0) > 0;
   }
 
-  /** Checks at once every primary whose last check saw it as a replica (promoted by a failover) or has not read its role yet. */
+  /**
+   * At every slot map refresh (every second): checks again every primary
+   * whose last check saw it as a replica (promoted by a failover), has not
+   * read its role yet, or found a problem, so a primary that gets its
+   * replicas back serves again within about a second, not a check period.
+   */
   private checkPromoted(): void {
     for (const node of this.cluster.nodes("master")) {
       const watch = this.watches.get(node);
-      if (watch !== undefined && watch.role !== "master") void watch.check();
+      if (watch !== undefined && (watch.role !== "master" || watch.problem !== undefined)) watch.recheck();
     }
   }
 
