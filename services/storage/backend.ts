@@ -4,6 +4,7 @@ import { durabilityWatch, StartupError, type RedisConnectOptions } from "./redis
 import { connectRedisClient, isCluster, isRedisStoreUrl } from "./redis-client.js";
 import { clusterDurability } from "./redis-cluster.js";
 import { setReplicaWait } from "./redis-replicas.js";
+import { reconnectCause } from "./redis-reconnect-cause.js";
 import type { EventEmitter } from "node:events";
 import type { RedisKeys } from "./redis-keys.js";
 import { openRedisStore } from "./redis-store.js";
@@ -104,7 +105,7 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
     let keys: RedisKeys;
     try {
       if (waitReplicas > 0) {
-        writer = await connectRedisClient({ ...connect, url: store, storeTimeoutMs });
+        writer = await connectRedisClient({ ...connect, url: store, storeTimeoutMs, replicas: waitReplicas });
         setReplicaWait(redis, { replicas: waitReplicas, writer });
       }
       keys = await openRedisStore(redis, { prefix: options.redisKeyPrefix ?? DEFAULT_REDIS_KEY_PREFIX, storeTimeoutMs, mode: "serve", log: options.log });
@@ -123,7 +124,10 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
  * (issue 9): SQLite worker stopped, database closed or disk full
  * (`SqliteDatabase.problem`); Redis not connected or, in strict mode, not
  * found durable by the last check (`DurabilityWatch.problem`) or not yet
- * checked since it reconnected. One sentence,
+ * checked since it reconnected; with `--redis-wait-replicas N`, the primary
+ * the writer reaches (a cluster: any primary) has fewer than N replicas in
+ * sync. A connection that cannot reconnect because Redis refuses the
+ * credentials says so (redis-reconnect-cause.ts). One sentence,
  * stable while the condition lasts (logged once per change).
  */
 export function backendProblem(backend: Backend): string | undefined {
@@ -135,7 +139,8 @@ export function backendProblem(backend: Backend): string | undefined {
 function clientProblem(client: RedisClient): string | undefined {
   if (isCluster(client)) return clusterDurability(client)?.problem() ?? (client.status === "ready" ? undefined : "Redis Cluster connection lost; reconnecting");
   const lost = "Redis connection lost; reconnecting (and, in strict mode, verifying durability again)";
-  if (client.status !== "ready") return lost;
+  const cause = reconnectCause(client);
+  if (client.status !== "ready") return cause === undefined ? lost : `Redis connection lost; reconnecting: ${cause}`;
   const watch = durabilityWatch(client);
   if (watch === undefined) return undefined;
   return watch.problem ?? (watch.verified ? undefined : lost);

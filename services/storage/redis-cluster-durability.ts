@@ -1,6 +1,7 @@
 import { EventEmitter } from "node:events";
 import type { Cluster, Redis } from "ioredis";
-import { DurabilityWatch, type DurabilityWatchOptions } from "./redis-connection.js";
+import { DurabilityWatch, type DurabilityWatchOptions } from "./redis-durability-watch.js";
+import { reconnectCause, trackReconnectCause } from "./redis-reconnect-cause.js";
 import { CLUSTER_SLOTS, keySlot } from "./redis-layout.js";
 import { StoreFailure } from "./store-failure.js";
 
@@ -25,7 +26,11 @@ function nodeKey(node: Redis): string {
  *
  * - every node the client knows (primaries and replicas: a replica becomes
  *   the primary of its slots on failover, and is then already checked) has
- *   a {@link DurabilityWatch} in strict mode: checked when its connection
+ *   a {@link DurabilityWatch} in strict mode, and with
+ *   `--redis-wait-replicas N` (`options.replicas`, the writer client), where
+ *   it also counts the node's replicas in sync while it is a primary (a
+ *   replica just promoted, or a primary short of replicas, is checked again at
+ *   every slot map refresh, without waiting for the next periodic check): checked when its connection
  *   comes up, after every reconnect, and every few seconds. Nodes the client
  *   discovers later (`+node`, after a failover, a slot migration, a node
  *   added) are watched at once; nodes it drops (`-node`) are forgotten;
@@ -34,7 +39,9 @@ function nodeKey(node: Redis): string {
  *   connected; it waits for a check in progress, like a single Redis's;
  * - {@link problem} is undefined only while the client is ready, every slot
  *   has a primary with a live connection, and (strict) every such primary is
- *   verified durable: health is NOT_SERVING otherwise.
+ *   verified durable (and has enough replicas): health is NOT_SERVING
+ *   otherwise. A primary that cannot be reconnected because it refuses the
+ *   credentials is named with that cause (redis-reconnect-cause.ts).
  *
  * - no node connection queues a command while it is not connected (see
  *   {@link add}): a command is sent now or refused, never held past its
@@ -47,8 +54,8 @@ export class ClusterDurability extends EventEmitter {
 
   /**
    * @param cluster the store's cluster client.
-   * @param strict true with `--redis-durability strict`: nodes are watched.
-   * @param options timing of the watches.
+   * @param strict true with `--redis-durability strict`: nodes are watched for durability.
+   * @param options timing of the watches, and `replicas` (`--redis-wait-replicas`, the writer client): nodes are watched for replicas too.
    */
   constructor(
     private readonly cluster: Cluster,
@@ -59,6 +66,8 @@ export class ClusterDurability extends EventEmitter {
     this.setMaxListeners(0);
     const changed = () => this.emit("change");
     for (const e of ["ready", "close", "end", "reconnecting", "refresh", "error"]) cluster.on(e, changed);
+    trackReconnectCause(cluster, changed);
+    if ((options.replicas ?? 0) > 0) cluster.on("refresh", () => this.checkPromoted());
     cluster.on("+node", (node: Redis) => {
       this.add(node);
       changed();
@@ -81,14 +90,49 @@ export class ClusterDurability extends EventEmitter {
     const changed = () => this.emit("change");
     node.on("ready", changed);
     node.on("close", changed);
-    if (this.strict) {
-      const watch = new DurabilityWatch(node, this.options);
+    trackReconnectCause(node, changed);
+    if (this.watched) {
+      const watch = new DurabilityWatch(node, { ...this.options, durability: this.strict });
       watch.on("change", changed);
       this.watches.set(node, watch);
     }
     // Node connections open on their first command; the watch's check is one, and a
     // primary without traffic must still be seen to be up.
     if (node.status === "wait") node.connect().catch(() => undefined);
+  }
+
+  /** True when nodes get a {@link DurabilityWatch}: strict mode, or replicas to count. */
+  private get watched(): boolean {
+    return this.strict || (this.options.replicas ?? 0) > 0;
+  }
+
+  /**
+   * At every slot map refresh (every second): checks again every primary
+   * whose last check saw it as a replica (promoted by a failover), has not
+   * read its role yet, or found a problem, so a primary that gets its
+   * replicas back serves again within about a second, not a check period.
+   */
+  private checkPromoted(): void {
+    for (const node of this.cluster.nodes("master")) {
+      const watch = this.watches.get(node);
+      if (watch !== undefined && (watch.role !== "master" || watch.problem !== undefined)) watch.recheck();
+    }
+  }
+
+  /** Starts a check of every primary now, unless one is running (DurabilityWatch.recheck): a write fell short of replicas. */
+  recheckPrimaries(): void {
+    for (const node of this.cluster.nodes("master")) this.watches.get(node)?.recheck();
+  }
+
+  /** Runs a check of every node now and resolves when all have answered or reached their time limit (at start). */
+  async checkAll(): Promise<void> {
+    await Promise.all([...this.watches.values()].map((w) => w.check()));
+  }
+
+  /** `: <cause>` when `node` (or the cluster client) cannot reconnect for a known reason, else empty. */
+  private because(node: object): string {
+    const cause = reconnectCause(node) ?? reconnectCause(this.cluster);
+    return cause === undefined ? "" : `: ${cause}`;
   }
 
   /** The connection to the primary the client routes slot `slot` to now, or undefined. */
@@ -101,8 +145,10 @@ export class ClusterDurability extends EventEmitter {
   /**
    * The write guard of a cluster store (redis-script.ts guardRedisWrites):
    * refuses a write to `key` (nothing sent) when its slot has no connected
-   * primary ({@link SlotUnserved}, retried) or, in strict mode, the primary
-   * is not durable; waits while the primary is being checked again after a
+   * primary ({@link SlotUnserved}, retried; naming the credentials refused
+   * when that is why it cannot reconnect) or, in strict mode, the primary
+   * is not durable, or it has fewer replicas in sync than
+   * `--redis-wait-replicas` (StoreFailure `not_durable`, nothing sent); waits while the primary is being checked again after a
    * reconnect (see DurabilityWatch.admit).
    *
    * @throws SlotUnserved, or StoreFailure `not_durable`.
@@ -111,27 +157,27 @@ export class ClusterDurability extends EventEmitter {
     if (key === undefined) return undefined;
     const slot = keySlot(key);
     const primary = this.primaryFor(slot);
-    if (primary === undefined) throw new SlotUnserved(`no primary of the Redis Cluster serves slot ${slot} now (failover or reconfiguration)`);
-    if (primary.status !== "ready") throw new SlotUnserved(`the Redis Cluster primary ${nodeKey(primary)} of slot ${slot} is not connected`);
+    if (primary === undefined) throw new SlotUnserved(`no primary of the Redis Cluster serves slot ${slot} now (failover or reconfiguration)${this.because(this.cluster)}`);
+    if (primary.status !== "ready") throw new SlotUnserved(`the Redis Cluster primary ${nodeKey(primary)} of slot ${slot} is not connected${this.because(primary)}`);
     const watch = this.watches.get(primary);
     if (watch !== undefined) return watch.admit();
-    if (this.strict) throw new StoreFailure("not_durable", `the primary ${nodeKey(primary)} of slot ${slot} is not checked for durability yet; the write was refused and nothing was written`);
+    if (this.watched) throw new StoreFailure("not_durable", `the primary ${nodeKey(primary)} of slot ${slot} is not checked for durability yet; the write was refused and nothing was written`);
     return undefined;
   }
 
   /** Why the store cannot take every write now (one sentence, stable while it lasts), or undefined. */
   problem(): string | undefined {
-    if (this.cluster.status !== "ready") return "Redis Cluster connection lost; reconnecting";
+    if (this.cluster.status !== "ready") return `Redis Cluster connection lost; reconnecting${this.because(this.cluster)}`;
     for (let slot = 0; slot < CLUSTER_SLOTS; ) {
       const key = this.cluster.slots[slot]?.[0];
       let end = slot + 1;
       while (end < CLUSTER_SLOTS && this.cluster.slots[end]?.[0] === key) end++;
       const range = end - slot === 1 ? `slot ${slot}` : `slots ${slot}-${end - 1}`;
-      if (key === undefined) return `no primary of the Redis Cluster serves ${range}`;
+      if (key === undefined) return `no primary of the Redis Cluster serves ${range}${this.because(this.cluster)}`;
       const primary = this.primaryFor(slot);
-      if (primary === undefined || primary.status !== "ready") return `the Redis Cluster primary ${key} of ${range} is unreachable`;
+      if (primary === undefined || primary.status !== "ready") return `the Redis Cluster primary ${key} of ${range} is unreachable${primary === undefined ? "" : this.because(primary)}`;
       const watch = this.watches.get(primary);
-      if (this.strict && watch === undefined) return `the Redis Cluster primary ${key} of ${range} is not checked for durability yet`;
+      if (this.watched && watch === undefined) return `the Redis Cluster primary ${key} of ${range} is not checked for durability yet`;
       if (watch !== undefined) {
         if (watch.problem !== undefined) return `${watch.problem} (primary ${key} of ${range})`;
         if (!watch.verified) return `the Redis Cluster primary ${key} of ${range} reconnected and is being checked for durability again`;

@@ -1,8 +1,10 @@
 import { Cluster, type ClusterOptions } from "ioredis";
 import { isLoopbackHost } from "../server/addresses.js";
-import { credentialsRefused, durabilityCheckTimeoutMs, redisNodeOptions, refusePlaintextForTls, verifyDurability, StartupError, type RedisConnectOptions } from "./redis-connection.js";
+import { redisNodeOptions, refusePlaintextForTls, verifyDurability, StartupError, type RedisConnectOptions } from "./redis-connection.js";
 import { ClusterDurability } from "./redis-cluster-durability.js";
-import { defineRedisScripts, guardRedisWrites } from "./redis-script.js";
+import { durabilityCheckTimeoutMs } from "./redis-durability-watch.js";
+import { credentialsRefused } from "./redis-reconnect-cause.js";
+import { defineRedisScripts, guardRedisWrites, onReplicaShortfall } from "./redis-script.js";
 
 const clusterHealth = new WeakMap<Cluster, ClusterDurability>();
 
@@ -86,7 +88,9 @@ export const SLOTS_REFRESH_MS = 1000;
  * replicas: a replica becomes a primary on failover) runs with `appendonly
  * yes` and `appendfsync always`; a {@link ClusterDurability} keeps checking
  * every node afterwards, and guards every write script by the primary of its
- * key's slot. Every declared Lua script is defined on the client before it
+ * key's slot. With `replicas` (the `--redis-wait-replicas` writer) the
+ * watches also count each primary's replicas in sync, checked once before
+ * this returns. Every declared Lua script is defined on the client before it
  * is returned.
  *
  * The client follows MOVED and ASK redirections and TRYAGAIN by itself
@@ -157,9 +161,15 @@ export async function connectRedisCluster(options: RedisConnectOptions): Promise
       }
     }
   }
-  const health = new ClusterDurability(cluster, strict, { timeoutMs: durabilityCheckTimeoutMs(options.storeTimeoutMs ?? 5000) });
+  const replicas = options.replicas ?? 0;
+  const health = new ClusterDurability(cluster, strict, { timeoutMs: durabilityCheckTimeoutMs(options.storeTimeoutMs ?? 5000), replicas });
   clusterHealth.set(cluster, health);
   guardRedisWrites(cluster, (key) => health.admit(key));
+  // A primary with too few replicas starts NOT_SERVING rather than failing the start (README "Redis Cluster").
+  if (replicas > 0) {
+    onReplicaShortfall(cluster, () => health.recheckPrimaries());
+    await health.checkAll();
+  }
   // Before any service command: see defineRedisScripts for why this cannot wait for first use.
   defineRedisScripts(cluster);
   return cluster;

@@ -1,10 +1,10 @@
 import { Redis, type RedisOptions } from "ioredis";
-import { EventEmitter } from "node:events";
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { isLoopbackHost } from "../server/addresses.js";
-import { defineRedisScripts, guardRedisWrites } from "./redis-script.js";
-import { StoreFailure } from "./store-failure.js";
+import { defineRedisScripts, guardRedisWrites, onReplicaShortfall } from "./redis-script.js";
+import { DurabilityWatch, durabilityCheckTimeoutMs, readDurability } from "./redis-durability-watch.js";
+import { credentialsRefused, trackReconnectCause } from "./redis-reconnect-cause.js";
 import { speaksPlaintextRedis } from "./redis-plaintext-probe.js";
 import { readCertificates } from "../../common/pem.js";
 
@@ -36,6 +36,13 @@ export interface RedisConnectOptions {
    * before the server counts as not durable ({@link durabilityCheckTimeoutMs}).
    */
   storeTimeoutMs?: number;
+  /**
+   * `--redis-wait-replicas` of the connection writes go through (the
+   * writer, redis-replicas.ts): while its primary has fewer replicas in
+   * sync, health is NOT_SERVING and writes are refused before they are
+   * sent (DurabilityWatch). 0 or absent for every other connection.
+   */
+  replicas?: number;
 }
 
 /**
@@ -106,10 +113,14 @@ function readSecret(file: string | undefined, flag: string): string | undefined 
  * Connects to Redis, waits until it answers, and checks durability: with
  * `durability` strict (the default) the server must run with `appendonly yes`
  * and `appendfsync always`, so that an acknowledged write is on disk
- * (docs/DESIGN.md "Backends"). In strict mode a {@link DurabilityWatch} keeps
- * checking afterwards, and every write script is refused with a
- * StoreFailure (UNAVAILABLE) while it cannot vouch for the server
- * ({@link DurabilityWatch.admit}). Every declared Lua script is defined on the
+ * (docs/DESIGN.md "Backends"). In strict mode, and with `replicas` (the
+ * `--redis-wait-replicas` writer), a {@link DurabilityWatch} keeps checking
+ * afterwards (with `replicas`: that the primary has that many replicas in
+ * sync, checked once before this returns), and every write script is
+ * refused with a StoreFailure (UNAVAILABLE) while it cannot vouch for the
+ * server ({@link DurabilityWatch.admit}). Why a reconnect fails, when Redis
+ * refuses the credentials, is kept for health and errors
+ * (redis-reconnect-cause.ts). Every declared Lua script is defined on the
  * connection before it is returned. The client reconnects forever with capped
  * backoff after that; callers watch `status` for health.
  *
@@ -164,25 +175,31 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
     redis.disconnect();
     throw err;
   }
-  if ((options.durability ?? "strict") === "strict") {
+  const strict = (options.durability ?? "strict") === "strict";
+  const replicas = options.replicas ?? 0;
+  if (strict) {
     try {
       await verifyDurability(redis);
     } catch (err) {
       redis.disconnect();
       throw err;
     }
-    const watch = new DurabilityWatch(redis, { timeoutMs: durabilityCheckTimeoutMs(options.storeTimeoutMs ?? 5000) });
+  }
+  if (strict || replicas > 0) {
+    const watch = new DurabilityWatch(redis, { timeoutMs: durabilityCheckTimeoutMs(options.storeTimeoutMs ?? 5000), durability: strict, replicas });
     watches.set(redis, watch);
     guardRedisWrites(redis, () => watch.admit());
+    // Too few replicas is a state of the deployment, not a configuration error: the server
+    // starts, NOT_SERVING, and serves once they are back (README "Redis Cluster").
+    if (replicas > 0) {
+      onReplicaShortfall(redis, () => watch.recheck());
+      await watch.check();
+    }
   }
+  trackReconnectCause(redis);
   // Before any service command: see defineRedisScripts for why this cannot wait for first use.
   defineRedisScripts(redis);
   return redis;
-}
-
-/** True when a Redis error message means the credentials were refused (or are missing). */
-export function credentialsRefused(message: string): boolean {
-  return /WRONGPASS|NOAUTH|NOPERM|invalid username-password/i.test(message);
 }
 
 /**
@@ -263,30 +280,6 @@ export async function verifyDatabase(redis: Redis, db: number, url: string): Pro
 }
 
 /**
- * What is wrong with a Redis server's persistence settings for OK-means-durable
- * (docs/DESIGN.md principle 1), or undefined when `appendonly` is `yes` and
- * `appendfsync` is `always`. The sentence names each wrong setting, e.g.
- * `Redis is not durable: appendfsync is "everysec" (needs "always")`.
- */
-export function durabilityProblem(appendonly: string | undefined, appendfsync: string | undefined): string | undefined {
-  const wrong: string[] = [];
-  if (appendonly !== "yes") wrong.push(`appendonly is ${JSON.stringify(appendonly ?? "unset")} (needs "yes")`);
-  if (appendfsync !== "always") wrong.push(`appendfsync is ${JSON.stringify(appendfsync ?? "unset")} (needs "always")`);
-  return wrong.length === 0 ? undefined : `Redis is not durable: ${wrong.join(", ")}`;
-}
-
-/**
- * Reads `appendonly` and `appendfsync` with one CONFIG GET each.
- *
- * @returns {@link durabilityProblem} of the settings read: undefined when durable.
- * @throws the Redis error when CONFIG GET fails (connection lost, NOPERM).
- */
-export async function readDurability(redis: Redis): Promise<string | undefined> {
-  const [appendonly, appendfsync] = await Promise.all([redis.config("GET", "appendonly"), redis.config("GET", "appendfsync")]);
-  return durabilityProblem((appendonly as string[])[1], (appendfsync as string[])[1]);
-}
-
-/**
  * True when a failed CONFIG GET was refused by the server itself: the user
  * lacks the permission (`NOPERM`), or the command is disabled or renamed
  * (`unknown command`, `unknown subcommand`). Anything else (a closed
@@ -326,194 +319,9 @@ export async function verifyDurability(redis: Redis, node?: string): Promise<voi
   }
 }
 
-/** Milliseconds between two durability checks of a running strict-mode connection. */
-export const DURABILITY_CHECK_MS = 5000;
-
 const watches = new WeakMap<object, DurabilityWatch>();
 
-/** The watch {@link connectRedis} put on a strict-mode connection; undefined in relaxed mode (and, for now, on a cluster). */
+/** The watch {@link connectRedis} put on a connection (strict mode, or `--redis-wait-replicas`); undefined otherwise, and on a cluster (see ClusterDurability). */
 export function durabilityWatch(redis: object): DurabilityWatch | undefined {
   return watches.get(redis);
-}
-
-/**
- * Milliseconds one durability check may take: half of `--store-timeout`
- * (`storeTimeoutMs`), at least 1. Half, so that a Redis that stops answering
- * is reported as "the durability check did not answer" (and writes are
- * refused) before calls waiting on the same connection reach their own limit.
- */
-export function durabilityCheckTimeoutMs(storeTimeoutMs: number): number {
-  return Math.max(1, Math.floor(storeTimeoutMs / 2));
-}
-
-/** Options for {@link DurabilityWatch}. */
-export interface DurabilityWatchOptions {
-  /** Milliseconds between two periodic checks (default {@link DURABILITY_CHECK_MS}). */
-  intervalMs?: number;
-  /**
-   * Milliseconds one check may take before it counts as failed: the server is
-   * then treated as not durable (default 2500; `connectRedis` passes
-   * {@link durabilityCheckTimeoutMs}).
-   */
-  timeoutMs?: number;
-}
-
-/**
- * Keeps checking that a Redis server found durable at start stays durable
- * (docs/DESIGN.md principle 1, issue 9): after every reconnect, since the server
- * may have been restarted with another configuration (say without
- * `appendonly`, and so without its data), and every `intervalMs` (a
- * `CONFIG SET`). Emits `change` whenever {@link problem} or {@link verified}
- * changes, and `close` when the connection is lost.
- *
- * It fails closed. Every check has a time limit (`timeoutMs`), and a check
- * that does not answer in time counts as "not durable". Checks never wait for
- * each other: a check that hangs is abandoned at its time limit, the next one
- * starts on schedule, and the result of the most recently started check that
- * has answered is the one in force (a late answer from an older check is
- * ignored). From a lost connection until a check on the new connection
- * passes, the server is not {@link verified}, and {@link admit} keeps writes
- * from reaching a restarted server before its configuration was read.
- */
-export class DurabilityWatch extends EventEmitter {
-  /** Why the server is not durable (or not known to be), from the last check that answered; undefined when it passed. */
-  problem: string | undefined;
-  /** False from a lost connection until a check started on the new connection passes. */
-  verified = true;
-  private readonly timer: NodeJS.Timeout;
-  private readonly timeoutMs: number;
-  /** Sequence number of the last check started. */
-  private started = 0;
-  /** Sequence number of the check whose result {@link problem} holds. */
-  private applied = 0;
-  /** Counts lost connections; a check only verifies the connection it started on. */
-  private connection = 0;
-  /** The check started by the timer and not yet settled, if any. */
-  private periodic: Promise<void> | undefined;
-
-  constructor(
-    private readonly redis: Redis,
-    options: DurabilityWatchOptions = {},
-  ) {
-    super();
-    this.timeoutMs = options.timeoutMs ?? 2500;
-    redis.on("ready", () => void this.check());
-    // Writes waiting in admit() listen too, any number of them.
-    this.setMaxListeners(0);
-    redis.on("close", () => {
-      this.connection++;
-      this.update(this.problem, false);
-      this.emit("close");
-    });
-    redis.once("end", () => clearInterval(this.timer));
-    this.timer = setInterval(() => {
-      // One periodic check at a time; each is bounded by timeoutMs, so this never stalls for long.
-      this.periodic ??= this.check().finally(() => (this.periodic = undefined));
-    }, options.intervalMs ?? DURABILITY_CHECK_MS);
-    this.timer.unref();
-  }
-
-  /**
-   * Why a write must be refused now, or undefined when it need not be: the
-   * last check found a problem or did not answer (`not_durable`), or the
-   * connection is down and ioredis would hold the write in its offline
-   * queue, to send it on reconnect before any check can run (`unreachable`;
-   * without an offline queue ioredis refuses such a write itself). A write
-   * while the server is not yet checked again after a reconnect waits for
-   * that check instead ({@link admit}). Nothing has been sent when it
-   * refuses.
-   */
-  refusal(): StoreFailure | undefined {
-    const refused = "the write was refused and nothing was written";
-    if (this.redis.status !== "ready") {
-      return this.redis.options.enableOfflineQueue ? new StoreFailure("unreachable", `Redis is unreachable (connection lost, reconnecting); ${refused}`) : undefined;
-    }
-    if (this.problem !== undefined) return new StoreFailure("not_durable", `${this.problem}; ${refused}`);
-    return undefined;
-  }
-
-  /**
-   * Decides whether a write may be sent now (the write guard of every write
-   * script, redis-script.ts): throws {@link refusal} when there is one;
-   * returns undefined when the write may go at once; and while the
-   * connection is ready but not yet checked since it reconnected, returns a
-   * promise that resolves once that check passes, or rejects with the
-   * refusal it leads to (a problem, a check that did not answer, the
-   * connection lost again). It settles within the check's time limit.
-   */
-  admit(): void | Promise<void> {
-    const refusal = this.refusal();
-    if (refusal !== undefined) throw refusal;
-    if (this.redis.status !== "ready" || this.verified) return undefined;
-    return new Promise<void>((resolve, reject) => {
-      const settle = () => {
-        const pending = this.redis.status === "ready" && !this.verified && this.problem === undefined;
-        if (pending && !late) return;
-        this.off("change", settle);
-        this.off("close", settle);
-        clearTimeout(timer);
-        const r = pending ? this.pendingRefusal() : this.refusal();
-        if (r === undefined) resolve();
-        else reject(r);
-      };
-      let late = false;
-      const timer = setTimeout(() => {
-        late = true;
-        settle();
-      }, this.timeoutMs);
-      timer.unref();
-      this.on("change", settle);
-      this.on("close", settle);
-    });
-  }
-
-  /** The refusal for a write while the server has not been checked since it reconnected. */
-  private pendingRefusal(): StoreFailure {
-    return new StoreFailure("not_durable", "Redis reconnected and its durability is not yet verified again; the write was refused and nothing was written");
-  }
-
-  /**
-   * Starts a check now, independent of any check in progress. Resolves (never
-   * rejects) when it has answered or reached its time limit; does nothing
-   * while the connection is not ready.
-   */
-  check(): Promise<void> {
-    if (this.redis.status !== "ready") return Promise.resolve();
-    const seq = ++this.started;
-    const connection = this.connection;
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        this.apply(seq, connection, `Redis is not known to be durable: the durability check (CONFIG GET appendonly, appendfsync) did not answer within ${this.timeoutMs} ms`);
-        resolve();
-      }, this.timeoutMs);
-      timer.unref();
-      readDurability(this.redis).then(
-        (problem) => {
-          clearTimeout(timer);
-          this.apply(seq, connection, problem);
-          resolve();
-        },
-        (err: Error) => {
-          clearTimeout(timer);
-          // Cut short by a lost connection, it proves nothing: the reconnect checks again.
-          if (this.redis.status === "ready") this.apply(seq, connection, `Redis is not known to be durable: the durability check failed (CONFIG GET: ${err.message})`);
-          resolve();
-        },
-      );
-    });
-  }
-
-  /** Puts the result of check `seq` in force unless a later-started check has already answered. */
-  private apply(seq: number, connection: number, problem: string | undefined): void {
-    if (seq <= this.applied) return;
-    this.applied = seq;
-    this.update(problem, this.verified || (problem === undefined && connection === this.connection));
-  }
-
-  private update(problem: string | undefined, verified: boolean): void {
-    if (problem === this.problem && verified === this.verified) return;
-    this.problem = problem;
-    this.verified = verified;
-    this.emit("change");
-  }
 }

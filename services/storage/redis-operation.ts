@@ -2,6 +2,7 @@ import type { RedisClient } from "./redis-client.js";
 import pRetry, { AbortError } from "p-retry";
 import { classifyRedisError, RedisAttemptTimeout } from "./redis-errors.js";
 import { replicaWait } from "./redis-replicas.js";
+import { reconnectCause } from "./redis-reconnect-cause.js";
 import { opRecordTtlMs, ReplicaShortfall, runScript, runScriptAndWait, runScriptBuffer, type OpRecord, type RedisScript } from "./redis-script.js";
 import { StoreFailure } from "./store-failure.js";
 import { randomHexId } from "./random-id.js";
@@ -38,7 +39,11 @@ function withinMs<T>(p: Promise<T>, ms: number): Promise<T> {
  * - When the time is up it throws {@link StoreFailure}: `outcome_unknown`
  *   when any attempt of a write may have reached Redis (written, then the
  *   connection was lost or no answer came), saying the write may or may not
- *   have been applied; otherwise `unreachable`, saying nothing was written.
+ *   have been applied; otherwise `unreachable`, saying nothing was written
+ *   (and, when the connection cannot be reopened because Redis refuses the
+ *   credentials, saying so: redis-reconnect-cause.ts). A write that fewer
+ *   replicas than `--redis-wait-replicas` acknowledged ends `outcome_unknown`
+ *   stating the time the call waited in all.
  *   Final conditions (MISCONF, OOM, the durability guard) throw their own
  *   StoreFailure at once, or `outcome_unknown` when an earlier attempt may
  *   have been applied. Anything else (a Lua error) is rethrown as is and
@@ -130,7 +135,8 @@ export class RedisOperation {
             last = error;
             const c = classifyRedisError(error);
             if (c.kind !== "retry") return;
-            cause = c.cause;
+            const why = c.sent ? undefined : reconnectCause(this.redis);
+            cause = why === undefined || c.cause !== "not connected" ? c.cause : `${c.cause}: ${why}`;
             if (write && c.sent) this.maybeApplied = true;
           },
           shouldRetry: ({ error }) => classifyRedisError(error).kind === "retry",
@@ -147,7 +153,13 @@ export class RedisOperation {
     if (c.kind === "bug") return err;
     const late = `Redis did not answer within ${this.timeoutMs} ms (${cause})`;
     if (err instanceof ReplicaShortfall) {
-      return new StoreFailure("outcome_unknown", `the write was applied on the Redis primary, but ${err.message} (--redis-wait-replicas ${err.wanted}): it could be lost with that primary (outcome unknown)`, { cause: err });
+      // The time the call waited in all, retries included: the last WAIT's own limit is only its share.
+      const waited = Math.round(performance.now() - this.started);
+      return new StoreFailure(
+        "outcome_unknown",
+        `the write was applied on the Redis primary, but only ${err.acknowledged} of ${err.wanted} replicas acknowledged it within ${waited} ms (--redis-wait-replicas ${err.wanted}): it could be lost with that primary (outcome unknown)`,
+        { cause: err },
+      );
     }
     if (this.maybeApplied) {
       // This attempt wrote nothing, but an earlier one may have: drop the "nothing was written" ending.

@@ -113,6 +113,19 @@ export function guardRedisWrites(redis: RedisClient, check: (key: string | undef
   writeGuards.set(redis, check);
 }
 
+const shortfallHooks = new WeakMap<RedisClient, () => void>();
+
+/**
+ * Installs `hook` on `redis`: called whenever fewer replicas than asked
+ * acknowledged a write of {@link runScriptAndWait} (a {@link ReplicaShortfall}),
+ * so that the replica check runs at once instead of at its next period and
+ * the writes after it are refused before they are sent (redis-connection.ts,
+ * redis-cluster.ts).
+ */
+export function onReplicaShortfall(redis: RedisClient, hook: () => void): void {
+  shortfallHooks.set(redis, hook);
+}
+
 /** Every script declared with {@link redisScript}, in declaration order. */
 const declared: RedisScript[] = [];
 
@@ -188,7 +201,8 @@ export class ReplicaShortfall extends Error {
   /**
    * @param acknowledged replicas that acknowledged (WAIT's answer).
    * @param wanted `--redis-wait-replicas`.
-   * @param waitedMs the WAIT timeout in milliseconds.
+   * @param waitedMs the WAIT timeout in milliseconds (this attempt's; the
+   *   operation's message states the time the call waited in all, redis-operation.ts).
    */
   constructor(
     readonly acknowledged: number,
@@ -241,6 +255,7 @@ function sendWaitGroup(redis: RedisClient, groups: Map<string, WaitGroup>, name:
   pipeline.wait(replicas, waitMs);
   const settle = (results: Array<[Error | null, unknown]> | null, failure?: unknown) => {
     const [waitError, acknowledged] = results?.at(-1) ?? [failure ?? new Error("no answer to the pipeline"), 0];
+    if (!waitError && writes.some((w) => (acknowledged as number) < w.replicas)) shortfallHooks.get(redis)?.();
     writes.forEach((w, i) => {
       const [error, reply] = results?.[i] ?? [failure, undefined];
       if (error) w.reject(error);

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "vitest";
 import { Code } from "@connectrpc/connect";
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
-import { DURABILITY_CHECK_MS, durabilityCheckTimeoutMs } from "../../services/storage/redis-connection.js";
+import { DURABILITY_CHECK_MS, durabilityCheckTimeoutMs } from "../../services/storage/redis-durability-watch.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
