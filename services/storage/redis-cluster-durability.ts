@@ -67,7 +67,10 @@ export class ClusterDurability extends EventEmitter {
     const changed = () => this.emit("change");
     for (const e of ["ready", "close", "end", "reconnecting", "refresh", "error"]) cluster.on(e, changed);
     trackReconnectCause(cluster, changed);
-    if ((options.replicas ?? 0) > 0) cluster.on("refresh", () => this.checkPromoted());
+    // At every slot map refresh (every second), primaries whose last check saw them as a replica (promoted
+    // by a failover), that have not read their role yet, or that found a problem are checked again, so one
+    // that gets its replicas back serves again within about a second, not a check period.
+    if ((options.replicas ?? 0) > 0) cluster.on("refresh", () => this.recheckPrimaries((w) => w.role !== "master" || w.problem !== undefined));
     cluster.on("+node", (node: Redis) => {
       this.add(node);
       changed();
@@ -107,21 +110,15 @@ export class ClusterDurability extends EventEmitter {
   }
 
   /**
-   * At every slot map refresh (every second): checks again every primary
-   * whose last check saw it as a replica (promoted by a failover), has not
-   * read its role yet, or found a problem, so a primary that gets its
-   * replicas back serves again within about a second, not a check period.
+   * Starts a check now of every primary (those `only` accepts, when given),
+   * unless one is running (DurabilityWatch.recheck): a write fell short of
+   * replicas, or the slot map was refreshed.
    */
-  private checkPromoted(): void {
+  recheckPrimaries(only: (watch: DurabilityWatch) => boolean = () => true): void {
     for (const node of this.cluster.nodes("master")) {
       const watch = this.watches.get(node);
-      if (watch !== undefined && (watch.role !== "master" || watch.problem !== undefined)) watch.recheck();
+      if (watch !== undefined && only(watch)) watch.recheck();
     }
-  }
-
-  /** Starts a check of every primary now, unless one is running (DurabilityWatch.recheck): a write fell short of replicas. */
-  recheckPrimaries(): void {
-    for (const node of this.cluster.nodes("master")) this.watches.get(node)?.recheck();
   }
 
   /** Runs a check of every node now and resolves when all have answered or reached their time limit (at start). */
