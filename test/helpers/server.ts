@@ -50,13 +50,15 @@ const TEST_KEEPALIVE = ["--keepalive-timeout", "120s"];
 
 /**
  * Spawns `node dist/services/server/main.js serve --listen 127.0.0.1:0
- * ...TEST_KEEPALIVE ...args` (or another build's `main.js`, for benchmarks
- * comparing two builds; see {@link TEST_KEEPALIVE}) and waits for its `listening` log line, which carries the real port.
+ * ...TEST_KEEPALIVE ...args` and waits for its `listening` log line, which
+ * carries the real port. With `main`, another build's `main.js` runs instead
+ * (benchmarks comparing two builds), without {@link TEST_KEEPALIVE}: older
+ * builds do not know the flag.
  *
  * @throws Error with the process's stderr when it exits before listening.
  */
 export async function startServer(args: string[], options: { listen?: string; env?: NodeJS.ProcessEnv; main?: string } = {}): Promise<ServerProcess> {
-  const proc = spawn(process.execPath, [options.main ?? MAIN, "serve", "--listen", options.listen ?? "127.0.0.1:0", "--log-level", "info", ...TEST_KEEPALIVE, ...args], {
+  const proc = spawn(process.execPath, [options.main ?? MAIN, "serve", "--listen", options.listen ?? "127.0.0.1:0", "--log-level", "info", ...(options.main === undefined ? TEST_KEEPALIVE : []), ...args], {
     stdio: ["ignore", "ignore", "pipe"],
     env: { ...process.env, ...options.env },
   });
