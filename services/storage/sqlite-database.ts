@@ -9,6 +9,7 @@ import type { SqliteDurabilitySettings } from "./sqlite-schema.js";
 import type { SqliteSpaceSettings } from "./sqlite-maintenance.js";
 import { EXPIRED_CODE, sqliteFailure, sqliteTimeout, type SqliteFailureContext } from "./sqlite-failure.js";
 import { openReadOnly } from "./sqlite-readonly.js";
+import { CheckpointScheduler } from "./sqlite-checkpoint.js";
 import { StoreFailure, isStoreFailure } from "./store-failure.js";
 import type { ProbeResult } from "./sqlite-probe.js";
 import { groupCommitParent, recordGroupCommit, type GroupCommitReport } from "../tracing/group-commit-span.js";
@@ -101,7 +102,7 @@ class WorkerLink {
  *
  * @throws Error with SQLite's message when the file cannot be opened or migrated.
  */
-async function startWorker(path: string, options: { busyTimeoutMs: number; durable: boolean; readonly: boolean; queryOnly?: boolean }): Promise<{ link: WorkerLink; settings: SqliteDurabilitySettings }> {
+async function startWorker(path: string, options: { busyTimeoutMs: number; durable: boolean; readonly: boolean; queryOnly?: boolean; checkpoints?: boolean }): Promise<{ link: WorkerLink; settings: SqliteDurabilitySettings }> {
   const channel = new MessageChannel();
   const worker = new Worker(new URL("./sqlite-worker.js", import.meta.url), {
     workerData: { path, port: channel.port2, ...options },
@@ -145,6 +146,8 @@ interface PendingCall {
   /** Epoch milliseconds after which the call fails with {@link sqliteTimeout}. */
   deadline: number;
   write: boolean;
+  /** A large write (SqliteOp.large): its commit asks for a checkpoint at once. */
+  large: boolean;
   /** For a write made inside a traced call: where its group-commit span goes (tracing/group-commit-span.ts). */
   trace: Context | undefined;
 }
@@ -162,7 +165,9 @@ interface PendingCall {
  *   thread hop and never behind a write; when the row is larger than 1 MiB,
  *   or the connection is busy (SQLite recovering the WAL index), on the
  *   reader worker instead;
- * - every other read: on the reader worker's read-only connection.
+ * - every other read: on the reader worker's connection, which refuses
+ *   writes (`query_only`) but runs the WAL checkpoints (sqlite-checkpoint.ts:
+ *   they are not made inside a commit any more).
  *
  * All connections are in WAL mode, where a reader never waits for the writer
  * and a read started after a write was answered sees that write. With
@@ -201,6 +206,8 @@ export class SqliteDatabase extends EventEmitter {
   private writeProblem: string | undefined;
   private probeTimer: NodeJS.Timeout | undefined;
   private probing = false;
+  /** WAL checkpoints on the reader worker (a read-write file only; sqlite-checkpoint.ts). */
+  private readonly checkpoints: CheckpointScheduler | undefined;
 
   private constructor(
     readonly path: string,
@@ -214,6 +221,7 @@ export class SqliteDatabase extends EventEmitter {
     private readonly context: { read: SqliteFailureContext; write: SqliteFailureContext },
   ) {
     super();
+    this.checkpoints = reader === writer ? undefined : new CheckpointScheduler(() => reader.port.postMessage({ type: "checkpoint" }));
     for (const link of new Set([writer, reader])) {
       link.port.on("message", (m) => this.onMessage(link, m));
       link.worker.on("error", (err) => this.fail(err));
@@ -248,7 +256,7 @@ export class SqliteDatabase extends EventEmitter {
     let inline: Database.Database | undefined;
     if (!memory) {
       try {
-        if (!readonly) reader = (await startWorker(options.path, { busyTimeoutMs, durable: true, readonly: true })).link;
+        if (!readonly) reader = (await startWorker(options.path, { busyTimeoutMs, durable: true, readonly: true, queryOnly: true, checkpoints: true })).link;
         inline = openInline(options.path, readonly);
       } catch (err) {
         await Promise.all([writer.link.close(), reader === writer.link ? undefined : reader.close()]);
@@ -300,7 +308,7 @@ export class SqliteDatabase extends EventEmitter {
     const id = this.nextId++;
     const deadline = Date.now() + this.context.read.storeTimeoutMs;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline, write, trace: write ? groupCommitParent() : undefined });
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline, write, large: spec.large === true, trace: write ? groupCommitParent() : undefined });
       this.deadlineTimer ??= this.armDeadline(deadline);
       (write ? this.writer : this.reader).send({ id, op, args, deadline }, transfer);
     });
@@ -363,6 +371,7 @@ export class SqliteDatabase extends EventEmitter {
   close(): Promise<void> {
     if (this.closed !== undefined) return this.closed;
     clearInterval(this.probeTimer);
+    this.checkpoints?.stop();
     const readers = this.reader === this.writer ? [] : [this.reader];
     const closing = async () => {
       if (this.failure !== undefined) {
@@ -386,16 +395,23 @@ export class SqliteDatabase extends EventEmitter {
     result?: ProbeResult;
   }) {
     if (m.type === "replies") {
+      let large = false;
       for (const r of m.replies ?? []) {
         const p = this.pending.get(r.id);
         if (p === undefined) continue;
         this.pending.delete(r.id);
+        large ||= p.large;
         if (p.trace !== undefined && m.commit !== undefined && r.sqliteCode !== EXPIRED_CODE) recordGroupCommit(p.trace, m.commit, !r.ok, r.sqliteCode);
         if (r.ok) p.resolve(r.value);
         else p.reject(this.failureOf(r.sqliteCode, r.message ?? "unknown error", p.write));
       }
       for (const n of m.notifications ?? []) this.emit("notify", n.topic, n.data);
-      if (m.commit !== undefined && m.commit.size > 0) this.emit("commit", m.commit.size);
+      if (m.commit !== undefined && m.commit.size > 0) {
+        this.checkpoints?.committed(large);
+        this.emit("commit", m.commit.size);
+      }
+    } else if (m.type === "checkpointed") {
+      this.checkpoints?.done();
     } else if (m.type === "probe") {
       this.probing = false;
       if (m.result?.ok === true) this.setWriteProblem(undefined);

@@ -27,6 +27,7 @@ import { UNLIMITED_READ_BYTES, type OpContext } from "./sqlite-op.js";
 import { transferables } from "./sqlite-transfer.js";
 import { applyPragmas, migrate, readDurabilitySettings, rollbackIfOpen } from "./sqlite-schema.js";
 import { probeWrite, storageMigrations } from "./sqlite-probe.js";
+import { FALLBACK_CHECKPOINT_PAGES } from "./sqlite-checkpoint.js";
 import { EXPIRED_CODE } from "./sqlite-failure.js";
 import { openReadOnly } from "./sqlite-readonly.js";
 import { prepareSpace, SqliteMaintenance, type SqliteSpaceSettings } from "./sqlite-maintenance.js";
@@ -49,6 +50,12 @@ interface WorkerInit {
   readonly: boolean;
   /** With `readonly`: see {@link openReadOnly}'s `queryOnly`. */
   queryOnly?: boolean;
+  /**
+   * The reader worker of a read-write file (with `readonly` and
+   * `queryOnly`): also runs the WAL checkpoints the main thread asks for
+   * (sqlite-checkpoint.ts).
+   */
+  checkpoints?: boolean;
 }
 
 const init = workerData as WorkerInit;
@@ -62,10 +69,16 @@ try {
   if (init.readonly) {
     db = openReadOnly(init.path, init.queryOnly ?? false);
     db.pragma(`busy_timeout = ${Math.trunc(init.busyTimeoutMs)}`);
+    // A checkpoint syncs the WAL before copying and the file after, at NORMAL and FULL alike; FULL says so plainly.
+    if (init.checkpoints === true) db.pragma("synchronous = FULL");
   } else {
     db = new Database(init.path);
     applyPragmas(db, { busyTimeoutMs: init.busyTimeoutMs, durable: init.durable });
-    if (!db.memory) space = prepareSpace(db);
+    if (!db.memory) {
+      space = prepareSpace(db);
+      // The reader worker checkpoints (sqlite-checkpoint.ts); the writer only when that falls far behind.
+      db.pragma(`wal_autocheckpoint = ${FALLBACK_CHECKPOINT_PAGES}`);
+    }
     migrate(db, [...sqliteMigrations, ...storageMigrations]);
     for (const task of sqliteStartupTasks) db.transaction(() => task(db)).immediate();
   }
@@ -80,12 +93,14 @@ let scheduled = false;
 const maintenance = space === undefined ? undefined : new SqliteMaintenance(db, () => scheduled || queue.length > 0);
 let closing = false;
 let probeWanted = false;
+let checkpointWanted = false;
 
-type Message = { type: "batch"; requests: Request[] } | { type: "close" } | { type: "probe" };
+type Message = { type: "batch"; requests: Request[] } | { type: "close" } | { type: "probe" } | { type: "checkpoint" };
 
 function accept(msg: Message): void {
   if (msg.type === "close") closing = true;
   else if (msg.type === "probe") probeWanted = true;
+  else if (msg.type === "checkpoint") checkpointWanted = true;
   else queue.push(...msg.requests);
 }
 
@@ -141,11 +156,30 @@ function drain(): void {
     probeWanted = false;
     port.postMessage({ type: "probe", result: probeWrite(db, init.path) });
   }
+  if (checkpointWanted) {
+    checkpointWanted = false;
+    port.postMessage({ type: "checkpointed", ok: checkpoint() });
+  }
   if (closing && queue.length === 0) {
     maintenance?.stop();
     db.close();
     port.postMessage({ type: "closed" });
     port.close();
+  }
+}
+
+/**
+ * One passive checkpoint (sqlite-checkpoint.ts): copies what it can of the
+ * WAL into the database file without waiting for any lock. Answers false
+ * when it failed (the disk is full, say); the writer's own automatic
+ * checkpoint remains as a backstop.
+ */
+function checkpoint(): boolean {
+  try {
+    db.pragma("wal_checkpoint(PASSIVE)");
+    return true;
+  } catch {
+    return false;
   }
 }
 

@@ -3,7 +3,7 @@ import { opRecordTtlMs } from "../../services/storage/redis-script.js";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import Database from "better-sqlite3";
 import { Code } from "@connectrpc/connect";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
@@ -82,6 +82,34 @@ describe("large writes on SQLite", () => {
     await Promise.all([chunk, small]);
     expect(commits).toEqual([2, 1]);
     expect(order).toEqual(["small", "chunk"]);
+  });
+
+  test("the WAL is checkpointed off the writer: staged chunks are copied into the file without waiting for the writer's own checkpoint", async () => {
+    const path = tempFile();
+    const db = await SqliteDatabase.open({ path });
+    cleanups.push(() => db.close());
+    /** Frames in the WAL and frames already copied into the database file, from the WAL index (`-shm`: mxFrame at byte 16, nBackfill at 96). */
+    const walIndex = () => {
+      const shm = readFileSync(`${path}-shm`);
+      return { frames: shm.readUInt32LE(16), backfilled: shm.readUInt32LE(96) };
+    };
+    const blobId = await db.call("session.stage", { owner: "test" });
+    // Two chunks of 256 pages: fewer than SQLite's default automatic checkpoint (1,000 pages) and far fewer than the
+    // writer's backstop. A checkpoint done after the first lets the second start the WAL over: 256 frames or more remain.
+    for (let seq = 0; seq < 2; seq++) await db.call("session.stageChunk", { blobId, seq, bytes: new Uint8Array(MiB).fill(seq + 1) });
+    expect(walIndex().frames).toBeGreaterThanOrEqual(256);
+    // A read transaction of the test's own, open on the latest frame, keeps the WAL from starting over (which would
+    // reset both counts) and lets a checkpoint copy every frame up to it.
+    const reader = new Database(path, { readonly: true });
+    cleanups.push(() => reader.close());
+    reader.exec("BEGIN");
+    reader.prepare("SELECT count(*) FROM session_blob_chunks").get();
+    cleanups.push(() => reader.exec("COMMIT"));
+    // Small writes every 50 ms keep the writer from its idle pass (which checkpoints too) for as long as the test waits.
+    let writes = 0;
+    const keepBusy = setInterval(() => void db.call("lease.acquire", { sessionId: `busy-${writes++}`, owner: "o", ttlUs: 1_000_000n }), 50);
+    cleanups.push(() => clearInterval(keepBusy));
+    await waitFor(() => walIndex().backfilled >= 256, 10_000, "the chunks checkpointed");
   });
 
   test("a Renew sent while a 64 MiB Save is being written is answered before the Save", async () => {
