@@ -10,8 +10,9 @@
  * 3. Appends per fsync at 64 in flight: fsync + fdatasync calls of the
  *    process that syncs (the server on SQLite, redis-server on Redis),
  *    counted by `perf stat` during the Append case (bench/lib/fsync-count.ts).
- * 4. Renew p99 at 1 in flight while 64 MiB Saves run in a loop (from a
- *    worker thread, bench/lib/save-loop.ts), and without them.
+ * 4. Renew p99 while 64 MiB Saves run in a loop (from a worker thread,
+ *    bench/lib/save-loop.ts), and without them: one Renew sent every 5 ms
+ *    (an open loop, latency from the moment it was due; see renewOpenLoop).
  * 5. SQLite: append → follower p99 across two server processes on one file
  *    (append sent on one, record received by a follower on the other), one
  *    append at a time, 100–200 ms apart.
@@ -51,6 +52,8 @@ const SLICE = 2_000;
 /** Loads at 1 in flight per target, in slices of 200. */
 const SINGLE_CALLS = 3_000;
 const SLICE_SECONDS = Number(process.env.BENCH_SLICE_SECONDS ?? 3);
+/** Milliseconds between two Renews in case 4 (an open loop: see renewOpenLoop). */
+const RENEW_EVERY_MS = 5;
 /** Renew slices per target with Saves and without. */
 const RENEW_SLICES = 4;
 const FOLLOW_APPENDS = Number(process.env.BENCH_FOLLOW_APPENDS ?? 300);
@@ -90,28 +93,45 @@ async function startTarget(build: Build, backend: string, dir: string, index: nu
   return { build, server, redis, syncPid: redis?.pid ?? server.proc.pid!, ops: await driverUnaryOps(server.address, IN_FLIGHT) };
 }
 
-/** Runs `op` one call at a time for `seconds`, adding every latency to `sample`. */
-async function runFor(sample: Sample, seconds: number, op: (item: number) => Promise<unknown>): Promise<void> {
+/**
+ * Sends one Renew every {@link RENEW_EVERY_MS} for `seconds`, whether or not
+ * the ones before have been answered (an open loop), and adds to `sample`
+ * each one's latency from the moment it was due: a stall of the server then
+ * counts against every Renew that fell into it, as it would for a harness
+ * renewing on a timer, not against one only (a closed loop, one call after
+ * another, would send nothing during the stall and hide it from the p99).
+ * Renews of one lease still follow each other: Renew `i` uses lease
+ * `i % IN_FLIGHT` and waits for that lease's previous Renew.
+ */
+async function renewOpenLoop(sample: Sample, seconds: number, renew: Op): Promise<void> {
   const started = performance.now();
-  for (let i = 0; performance.now() - started < seconds * 1000; i++) {
-    const t0 = performance.now();
-    await op(i);
-    sample.latenciesMs.push(performance.now() - t0);
+  const lanes: Array<Promise<unknown>> = Array.from({ length: IN_FLIGHT }, () => Promise.resolve());
+  const calls: Array<Promise<unknown>> = [];
+  for (let i = 0; ; i++) {
+    const due = started + i * RENEW_EVERY_MS;
+    if (due - started >= seconds * 1000) break;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const lane = i % IN_FLIGHT;
+    const call = lanes[lane]!.then(() => renew(lane, i)).then(() => sample.latenciesMs.push(performance.now() - due));
+    lanes[lane] = call;
+    calls.push(call);
   }
+  await Promise.all(calls);
   sample.seconds += (performance.now() - started) / 1000;
 }
 
-/** Case 4: Renew at 1 in flight, slices without and with a loop of 64 MiB Saves, alternating between targets. */
+/** Case 4: Renews in an open loop, slices without and with a loop of 64 MiB Saves, alternating between targets. */
 async function renewUnderLargeSaves(targets: Target[]): Promise<Array<{ quiet: Sample; loaded: Sample; saves: number }>> {
   const out = targets.map(() => ({ quiet: new Sample(), loaded: new Sample(), saves: 0 }));
   for (let slice = 0; slice < RENEW_SLICES; slice++) {
     const order = slice % 2 === 0 ? targets.map((_, k) => k) : targets.map((_, k) => targets.length - 1 - k);
     for (const k of order) {
       const t = targets[k]!;
-      await runFor(out[k]!.quiet, SLICE_SECONDS / 2, (i) => t.ops.Renew!(0, i));
+      await renewOpenLoop(out[k]!.quiet, SLICE_SECONDS / 2, t.ops.Renew!);
       const loop = startSaveLoop(t.server.address, LARGE_SAVE_BYTES);
       await loop.started;
-      await runFor(out[k]!.loaded, SLICE_SECONDS, (i) => t.ops.Renew!(0, i));
+      await renewOpenLoop(out[k]!.loaded, SLICE_SECONDS, t.ops.Renew!);
       out[k]!.saves += await loop.stop();
     }
   }

@@ -14,8 +14,10 @@ const SCAN_COUNT = 500;
  * Measures a Redis store: SCAN over the keys under the store's prefix on
  * every primary (a cluster spreads them over its primaries; never blocking a
  * server: one step of {@link SCAN_COUNT} keys at a time), each
- * classified by {@link RedisKeys.kindOf}, with `MEMORY USAGE` (default
- * sampling of nested values, so an estimate for streams and large hashes)
+ * classified by {@link RedisKeys.kindOf}, with `MEMORY USAGE`: exact
+ * (`SAMPLES 0`) for a record key (one snapshot, lease, schedule or fire: a
+ * few fields), the default sampling for streams and indexes (an estimate,
+ * but never a walk of a million entries)
  * and `XLEN` for event streams. Cost: O(keys of the store) commands,
  * pipelined; run it periodically, not per scrape.
  *
@@ -33,7 +35,10 @@ export async function measureRedis(redis: RedisClient, keys: RedisKeys): Promise
         batch.map(async (key) => {
           const { kind, counts } = keys.kindOf(key);
           const [used, n] = await Promise.all([
-            node.call("MEMORY", "USAGE", key) as Promise<number | null>,
+            // A record's hash is measured whole (SAMPLES 0): the default samples
+            // 5 fields, and which 5 depends on the server's hash seed, so a
+            // 40 KB payload in a 6-field snapshot hash was missed at random.
+            (counts === "one" ? node.call("MEMORY", "USAGE", key, "SAMPLES", "0") : node.call("MEMORY", "USAGE", key)) as Promise<number | null>,
             counts === "stream" ? node.xlen(key) : Promise.resolve(counts === "one" ? 1 : 0),
           ]);
           bytes.set(kind, (bytes.get(kind) ?? 0) + (used ?? 0));
