@@ -6,6 +6,7 @@ import { totalmem } from "node:os";
 import { startServer, MAX_MESSAGE_BYTES, type ServerOptions } from "./server.js";
 import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
+import { writeStartupRefusal } from "./startup-refusal.js";
 import { DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
 import { MAX_LEASE_TTL_MS } from "../session-lease/rules.js";
 import { DEFAULT_FOLLOW_STALL_MS } from "../event-log/follow-hub.js";
@@ -241,13 +242,16 @@ hex characters of their SHA-256. See README.md, "Tracing".`;
 /**
  * The `serve` command: runs the chosen services until SIGTERM or SIGINT, then
  * shuts down gracefully. A startup problem prints one line
- * (`mecatl-drivers: <what to do>`) and exits with status 2.
+ * (`mecatl-drivers: <what to do>` on a terminal, a JSON log line otherwise:
+ * {@link writeStartupRefusal}) and exits with status 2.
  */
 export function serveCommand(): Command {
   const command = new Command("serve")
     .description("serve the mecatl.driver.v1 storage services (default: all of them on one port)")
     // A bad flag is a startup problem too: status 2, as README.md promises (commander's own is 1); --help stays 0.
     .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2))
+    // A flag commander itself refuses is reported like every other startup problem.
+    .configureOutput({ outputError: (text) => writeStartupRefusal(text.replace(/^error: /, "")) })
     .argument("[services...]", `all, or any of: ${SERVICE_NAMES.join(", ")}`)
     .option("--listen <addr>", "gRPC listener: HOST:PORT or unix:/PATH", "127.0.0.1:50051")
     .option("--connect-listen <addr>", "also serve the Connect and gRPC-Web protocols here (HOST:PORT or unix:/PATH)")
@@ -344,7 +348,7 @@ export function serveCommand(): Command {
         process.once("SIGINT", () => stop("SIGINT"));
       } catch (err) {
         if (err instanceof StartupError) {
-          process.stderr.write(`mecatl-drivers: ${err.message}\n`);
+          writeStartupRefusal(err.message);
           process.exit(2);
         }
         throw err;

@@ -133,12 +133,26 @@ export async function waitForLog(server: ServerProcess, msg: string, options: { 
 }
 
 /**
+ * The text of stderr as an operator at a terminal would read it: each JSON
+ * startup refusal line (services/server/startup-refusal.ts; stderr is a pipe
+ * here) becomes `mecatl-drivers: <msg>`; other lines stay as they are.
+ */
+function refusalText(stderr: string): string {
+  return stderr.replace(/^\{.*\}$/gm, (line) => {
+    const entry = JSON.parse(line) as { level?: number; exitCode?: number; msg?: string };
+    return entry.level === 60 && entry.exitCode === 2 && typeof entry.msg === "string" ? `mecatl-drivers: ${entry.msg}` : line;
+  });
+}
+
+/**
  * Runs `mecatl-drivers serve ...args` expecting it to fail at start, with
  * `env` added to this process's environment.
  *
- * @returns the exit code and everything written to stderr.
+ * @returns the exit code, stderr with each JSON refusal line read as its
+ *   terminal text (`mecatl-drivers: <msg>`, see {@link refusalText}), and
+ *   `raw`, stderr exactly as written.
  */
-export function runServeExpectingFailure(args: string[], timeoutMs = 15_000, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stderr: string }> {
+export function runServeExpectingFailure(args: string[], timeoutMs = 15_000, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stderr: string; raw: string }> {
   return new Promise((resolveRun, reject) => {
     const proc = spawn(process.execPath, [MAIN, "serve", ...args], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ...env } });
     let stderr = "";
@@ -149,7 +163,7 @@ export function runServeExpectingFailure(args: string[], timeoutMs = 15_000, env
     }, timeoutMs);
     proc.once("exit", (code) => {
       clearTimeout(timer);
-      resolveRun({ code, stderr });
+      resolveRun({ code, stderr: refusalText(stderr), raw: stderr });
     });
   });
 }

@@ -138,6 +138,20 @@ describe("startup problems end with one line that says what to do, and a non-zer
     }
   });
 
+  test("a startup refusal written to a pipe is one JSON log line (level 60, exitCode 2, msg naming the flag); a flag parser's refusal too", async () => {
+    for (const args of [["--store", "sqlite:/proc/self/x.sqlite"], ["--lease-ttl", "soon"], ["--no-such-flag"]]) {
+      const { code, raw } = await runServeExpectingFailure(["--listen", "127.0.0.1:0", ...args]);
+      expect(code).toBe(2);
+      const lines = raw.trim().split("\n");
+      expect(lines, raw).toHaveLength(1);
+      const entry = JSON.parse(lines[0]!) as Record<string, unknown>;
+      expect(entry).toMatchObject({ level: 60, exitCode: 2, service: "mecatl-drivers" });
+      expect(typeof entry.time).toBe("number");
+      expect(entry.msg).toContain(args[0]);
+      expect(entry.msg).not.toMatch(/^error: /);
+    }
+  });
+
   test("a bad flag value is reported by the flag parser, with status 2 like every startup problem", async () => {
     const { code, stderr } = await runServeExpectingFailure(["--lease-ttl", "soon"]);
     expect(code).toBe(2);
