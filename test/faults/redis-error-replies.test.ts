@@ -6,7 +6,7 @@ import { expectCode } from "../helpers/errors.js";
 import { ev, readAfterAll } from "../helpers/event-log.js";
 import { readFileSync } from "node:fs";
 import { waitFor } from "../helpers/wait.js";
-import { healthThrough, metricSample } from "../helpers/observe.js";
+import { healthThrough, metricSample, overallHealth, ServingStatus as Status } from "../helpers/observe.js";
 import { REFUSAL_PROBE_INTERVAL_MS } from "../../services/storage/redis-write-refusal.js";
 
 const TIMEOUT_MS = 1000;
@@ -53,7 +53,11 @@ describe("Redis refusing writes", () => {
       const err = await expectCode(append("er-oom"), Code.ResourceExhausted);
       expect(err.rawMessage).toBe("Redis maxmemory reached; nothing was written");
       await health.notServing(refusing("maxmemory reached (OOM)"), MARGIN_MS);
-      // Still refused while the condition lasts: the probe does not clear it.
+      // A probe refused by Redis (its SET rejected) leaves health NOT_SERVING.
+      const rejectedSets = async () => Number(/^cmdstat_set:.*\brejected_calls=(\d+)/m.exec(await admin.info("commandstats"))?.[1] ?? 0);
+      const rejected = await rejectedSets();
+      await waitFor(async () => (await rejectedSets()) > rejected, REFUSAL_PROBE_INTERVAL_MS + MARGIN_MS, "a probe write to be refused");
+      expect(await overallHealth(env.server.address)).toBe(Status.NOT_SERVING);
       await expectCode(append("er-oom"), Code.ResourceExhausted);
       expect(await metricSample(env.server.metricsAddress!, sample)).toBe(before! + 2);
     } finally {
