@@ -7,6 +7,11 @@ import { ev, readAfterAll } from "../helpers/event-log.js";
 import { readFileSync } from "node:fs";
 import { waitFor } from "../helpers/wait.js";
 import { healthThrough, metricSample, overallHealth, ServingStatus as Status } from "../helpers/observe.js";
+import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
+import { fileCluster } from "../helpers/backends.js";
+import { grpcClient } from "../helpers/clients.js";
+import { sessionIdOn, type SpawnedCluster } from "../helpers/redis-cluster.js";
+import { startServer, type ServerProcess } from "../helpers/server.js";
 import { REFUSAL_PROBE_INTERVAL_MS } from "../../services/storage/redis-write-refusal.js";
 
 const TIMEOUT_MS = 1000;
@@ -128,5 +133,54 @@ describe("Redis refusing writes", () => {
     await health.servingAgain(refusing("too few replicas in sync (NOREPLICAS)"), REFUSAL_PROBE_INTERVAL_MS + MARGIN_MS);
     await append("er-noreplicas");
     expect(await readAfterAll(env.clients.events, { sessionId: "er-noreplicas" })).toHaveLength(1);
+  });
+});
+
+/**
+ * One primary of a Redis Cluster refusing writes (OOM): its slots answer
+ * RESOURCE_EXHAUSTED, health is NOT_SERVING naming that primary, the other
+ * primaries' slots still take writes, and health is SERVING again within a
+ * probe interval once it takes writes again (the probe goes to the slot
+ * that refused).
+ */
+describe("a Redis Cluster primary refusing writes", () => {
+  let cluster: SpawnedCluster;
+  let server: ServerProcess;
+  let health: ReturnType<typeof healthThrough>;
+  beforeAll(async () => {
+    cluster = await fileCluster();
+    server = await startServer(["--store", cluster.url, "--store-timeout", `${TIMEOUT_MS}ms`]);
+    health = healthThrough(server);
+  });
+  afterAll(async () => {
+    await health?.stop();
+    await server?.stop();
+  });
+
+  test("maxmemory reached on one primary: its writes RESOURCE_EXHAUSTED, NOT_SERVING naming it, the other primaries take writes; SERVING once memory is raised", async () => {
+    const events = grpcClient(EventLogService, server.address);
+    const append = (sessionId: string) => events.append({ sessionId, event: ev({ n: 1 }) });
+    const [weak, sound] = [await cluster.primaryOf(16383), await cluster.primaryOf(0)];
+    const [onWeak, onSound] = [await sessionIdOn(cluster, weak, "er-c-weak"), await sessionIdOn(cluster, sound, "er-c-sound")];
+    const problem = `the Redis Cluster primary ${weak.address} refuses writes: maxmemory reached (OOM); writes fail until a probe write succeeds (one every ${REFUSAL_PROBE_INTERVAL_MS} ms)`;
+    const admin = weak.client();
+    try {
+      await admin.config("SET", "maxmemory-policy", "noeviction");
+      await admin.config("SET", "maxmemory", "1");
+      try {
+        const err = await expectCode(append(onWeak), Code.ResourceExhausted);
+        expect(err.rawMessage).toBe("Redis maxmemory reached; nothing was written");
+        await health.notServing(problem, MARGIN_MS);
+        await append(onSound);
+      } finally {
+        await admin.config("SET", "maxmemory", "0");
+      }
+    } finally {
+      admin.disconnect();
+    }
+    await health.servingAgain(problem, REFUSAL_PROBE_INTERVAL_MS + MARGIN_MS);
+    await append(onWeak);
+    expect(await readAfterAll(events, { sessionId: onWeak })).toHaveLength(1);
+    expect(await readAfterAll(events, { sessionId: onSound })).toHaveLength(1);
   });
 });
