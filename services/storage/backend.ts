@@ -11,6 +11,7 @@ import { openRedisStore } from "./redis-store.js";
 import type { UpgradeLog } from "./redis-upgrade.js";
 import { checkSqlitePath, parseSqliteStoreUrl } from "./sqlite-path.js";
 import type { StoreFailure } from "./store-failure.js";
+import { trackWriteRefusals, writeRefusals } from "./redis-write-refusal.js";
 
 /** The embedded backend: one SQLite file (or a private in-memory database). */
 export interface SqliteBackend {
@@ -109,6 +110,7 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
         setReplicaWait(redis, { replicas: waitReplicas, writer });
       }
       keys = await openRedisStore(redis, { prefix: options.redisKeyPrefix ?? DEFAULT_REDIS_KEY_PREFIX, storeTimeoutMs, mode: "serve", log: options.log });
+      trackWriteRefusals(redis, keys, storeTimeoutMs);
     } catch (err) {
       redis.disconnect();
       writer?.disconnect();
@@ -126,7 +128,10 @@ export async function openBackend(options: BackendOptions): Promise<Backend> {
  * found durable by the last check (`DurabilityWatch.problem`) or not yet
  * checked since it reconnected; with `--redis-wait-replicas N`, the primary
  * the writer reaches (a cluster: any primary) has fewer than N replicas in
- * sync. A connection that cannot reconnect because Redis refuses the
+ * sync; Redis refused a write with OOM, MISCONF (a full disk included),
+ * READONLY or NOREPLICAS and no probe write has succeeded since
+ * (redis-write-refusal.ts; on a cluster, per primary). A connection that
+ * cannot reconnect because Redis refuses the
  * credentials says so (redis-reconnect-cause.ts). One sentence,
  * stable while the condition lasts (logged once per change).
  */
@@ -135,8 +140,13 @@ export function backendProblem(backend: Backend): string | undefined {
   return clientProblem(backend.redis) ?? (backend.writer === undefined ? undefined : clientProblem(backend.writer));
 }
 
-/** {@link backendProblem} of one Redis client: a single connection, or a cluster (ClusterDurability.problem). */
+/** {@link backendProblem} of one Redis client: its connection's problem, else a write refusal (WriteRefusals.problem). */
 function clientProblem(client: RedisClient): string | undefined {
+  return connectionProblem(client) ?? writeRefusals(client)?.problem;
+}
+
+/** Why one Redis client cannot take writes for its connection: a single connection, or a cluster (ClusterDurability.problem). */
+function connectionProblem(client: RedisClient): string | undefined {
   if (isCluster(client)) return clusterDurability(client)?.problem() ?? (client.status === "ready" ? undefined : "Redis Cluster connection lost; reconnecting");
   const lost = "Redis connection lost; reconnecting (and, in strict mode, verifying durability again)";
   const cause = reconnectCause(client);
@@ -168,11 +178,11 @@ export function onBackendHealthChange(backend: Backend, listener: () => void): (
 function onClientChange(client: RedisClient, listener: () => void): () => void {
   const events = ["ready", "close", "end", "reconnecting", "error"];
   for (const e of events) client.on(e, listener);
-  const watch: EventEmitter | undefined = isCluster(client) ? clusterDurability(client) : durabilityWatch(client);
-  watch?.on("change", listener);
+  const watches: Array<EventEmitter | undefined> = [isCluster(client) ? clusterDurability(client) : durabilityWatch(client), writeRefusals(client)];
+  for (const w of watches) w?.on("change", listener);
   return () => {
     for (const e of events) client.off(e, listener);
-    watch?.off("change", listener);
+    for (const w of watches) w?.off("change", listener);
   };
 }
 

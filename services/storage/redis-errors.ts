@@ -60,6 +60,29 @@ const NOT_SENT = /^Stream isn't writeable|^Cluster isn't ready|^Too many Cluster
  */
 const MAYBE_SENT = /^(?:\w*Error: )?(?:Reached the max retries per request|Socket timeout\b|Connection is closed\.|Command aborted due to connection close)|ECONNRESET|EPIPE|ETIMEDOUT/;
 
+/** Error replies by which Redis refuses a write while it cannot take writes at all, with what each says (see {@link writeRefusalCause}). */
+const REFUSAL_REPLY: Array<[RegExp, string]> = [
+  [/^READONLY\b/, "it is a read-only replica (READONLY)"],
+  [/\bMISCONF\b[\s\S]*no space left/i, "no space left on its disk (MISCONF)"],
+  [/\bMISCONF\b/, "it cannot persist writes (MISCONF)"],
+  [/\bOOM\b/, "maxmemory reached (OOM)"],
+  [/\bNOREPLICAS\b/, "too few replicas in sync (NOREPLICAS)"],
+];
+
+/**
+ * What a write's error says about the node that refused it (issue 9: health
+ * NOT_SERVING while writes cannot succeed): for an error reply by which Redis
+ * refuses every write, not this one alone (READONLY: the node is a replica;
+ * MISCONF: it cannot persist, `no space left` when its disk is full; OOM:
+ * maxmemory reached; NOREPLICAS: `min-replicas-to-write` not met; also
+ * inside a script), a short phrase for health, e.g. `maxmemory reached
+ * (OOM)`; undefined for any other error. Used by redis-write-refusal.ts.
+ */
+export function writeRefusalCause(err: unknown): string | undefined {
+  if (!(err instanceof Error) || err.name !== "ReplyError") return undefined;
+  return REFUSAL_REPLY.find(([pattern]) => pattern.test(err.message))?.[1];
+}
+
 /**
  * Classifies an error thrown by one Redis attempt (ioredis command, script
  * or MULTI) as {@link RedisErrorClass}. A {@link StoreFailure} (the write

@@ -75,6 +75,16 @@ export class RedisKeys {
     return `${this.base}store:{config}:op:${opId}`;
   }
 
+  /**
+   * String written (with a one-second expiry, never read) by the probe that
+   * checks whether Redis takes writes again after refusing them
+   * (redis-write-refusal.ts), under the hash tag `tag` of the refused write,
+   * so it lands on the same slot: `<base>probe:{<tag>}`.
+   */
+  probe(tag: string): string {
+    return `${this.base}probe:{${tag}}`;
+  }
+
   /** String held (with an expiry) by the one process upgrading the store from `v1:` (redis-upgrade.ts). */
   upgradeLock(): string {
     return `${this.base}store:{config}:upgrading`;

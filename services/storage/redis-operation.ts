@@ -6,6 +6,7 @@ import { reconnectCause } from "./redis-reconnect-cause.js";
 import { opRecordTtlMs, ReplicaShortfall, runScript, runScriptAndWait, runScriptBuffer, type OpRecord, type RedisScript } from "./redis-script.js";
 import { StoreFailure } from "./store-failure.js";
 import { randomHexId } from "./random-id.js";
+import { writeRefusals } from "./redis-write-refusal.js";
 
 type ScriptArg = string | Buffer | Uint8Array | number;
 
@@ -87,14 +88,16 @@ export class RedisOperation {
    */
   script(script: RedisScript, keys: string[], args: ScriptArg[], op?: OpRecord, buffers = false): Promise<unknown> {
     const wait = script.readOnly === true || !this.waits ? undefined : replicaWait(this.redis);
+    // A write refused by Redis as a whole (OOM, MISCONF, READONLY) turns health NOT_SERVING (redis-write-refusal.ts).
+    const refusable = script.readOnly === true ? undefined : (keys[0] ?? "");
     if (wait !== undefined) {
       // Writes go through the writer connection, so that a WAIT blocks no read;
       // a recorded write is acknowledged only once enough replicas hold it.
-      if (op === undefined) return this.attempt(false, () => (buffers ? runScriptBuffer : runScript)(wait.writer, script, keys, args));
-      return this.attempt(true, () => runScriptAndWait(wait.writer, script, buffers, keys, args, op, wait.replicas, this.waitMs()));
+      if (op === undefined) return this.attempt(false, () => (buffers ? runScriptBuffer : runScript)(wait.writer, script, keys, args), refusable);
+      return this.attempt(true, () => runScriptAndWait(wait.writer, script, buffers, keys, args, op, wait.replicas, this.waitMs()), refusable);
     }
     const run = buffers ? runScriptBuffer : runScript;
-    return this.attempt(op !== undefined, (redis) => run(redis, script, keys, args, op));
+    return this.attempt(op !== undefined, (redis) => run(redis, script, keys, args, op), refusable);
   }
 
   /** Milliseconds a WAIT of this operation may block: most of the time it has left, at least 1 (WAIT 0 would block forever). */
@@ -111,7 +114,12 @@ export class RedisOperation {
     return Math.min(250, this.timeoutMs / 4);
   }
 
-  private async attempt<T>(write: boolean, request: (redis: RedisClient) => Promise<T>): Promise<T> {
+  /**
+   * Runs `request` with retries (see the class comment). `write`: an attempt
+   * may apply it (decides `outcome_unknown`); `refusable`: the key of a write
+   * script, whose refusals are noted for health (redis-write-refusal.ts).
+   */
+  private async attempt<T>(write: boolean, request: (redis: RedisClient) => Promise<T>, refusable?: string): Promise<T> {
     let cause = "no attempt made";
     // The last attempt's error; built only when no attempt has failed yet (an Error's stack costs a few µs per call).
     let last: unknown;
@@ -133,6 +141,7 @@ export class RedisOperation {
           maxRetryTime: Math.max(0, this.remainingMs()),
           onFailedAttempt: ({ error }) => {
             last = error;
+            if (refusable !== undefined) writeRefusals(this.redis)?.note(error, refusable);
             const c = classifyRedisError(error);
             if (c.kind !== "retry") return;
             const why = c.sent ? undefined : reconnectCause(this.redis);

@@ -3,6 +3,7 @@ import { Code } from "@connectrpc/connect";
 import { startRedisBehindProxy, withLostReply, type RedisBehindProxy } from "../helpers/redis-behind-proxy.js";
 import { expectCode } from "../helpers/errors.js";
 import { newIncarnation, sessnap } from "../helpers/sessnap.js";
+import { INLINE_PAYLOAD_BYTES, REDIS_CHUNK_BYTES } from "../../services/session-store/redis-payload.js";
 import { decodeEnvelope, ev, readAfterAll } from "../helpers/event-log.js";
 import { fireRecord, iso, PENDING, readFire, readSchedule, scheduleRecord, T0, ts, ZERO, type SpecInit, type State } from "../helpers/schedules.js";
 
@@ -48,6 +49,29 @@ describe("every write RPC with its Redis reply lost", () => {
       await sessions.save({ sessionId: "lr-save", snapshot: snap("v1") });
       await lost(["}:lr-save:"], () => sessions.save({ sessionId: "lr-save", snapshot: snap("v2") }));
       expect((await sessions.load({ sessionId: "lr-save" })).snapshot).toMatchObject(snap("v2"));
+    });
+
+    test("a staged Save (over 1 MiB) whose publishing script's reply is lost answers OK, stores the new payload once, and leaves no staging list", async () => {
+      const { sessions } = env.clients;
+      await sessions.save({ sessionId: "lr-staged", snapshot: snap("v1") });
+      const big = snap("b".repeat(INLINE_PAYLOAD_BYTES + 2 * REDIS_CHUNK_BYTES));
+      // Only the publishing script carries the operation record key (`:op:`); the chunks are staged without one.
+      await lost(["}:lr-staged:", ":op:", ":stage:"], () => sessions.save({ sessionId: "lr-staged", snapshot: big }));
+      const loaded = (await sessions.load({ sessionId: "lr-staged" })).snapshot!;
+      // Compared as bytes: a deep comparison of 2 MiB element by element takes minutes.
+      expect([loaded.format, Buffer.from(loaded.payload).equals(Buffer.from(big.payload))]).toEqual([big.format, true]);
+      const admin = env.redis.client();
+      try {
+        const keys = await admin.keys("*}:lr-staged:*");
+        expect(keys.filter((k) => k.includes(":stage:")), "staging lists left").toEqual([]);
+        const snapshot = keys.find((k) => k.endsWith(":lr-staged:snapshot"))!;
+        const chunks = keys.find((k) => k.endsWith(":lr-staged:payload"))!;
+        // Published once, whole: the payload only in the chunk list, each chunk once.
+        expect(await admin.hexists(snapshot, "payload")).toBe(0);
+        expect(await admin.llen(chunks)).toBe(Math.ceil(big.payload.byteLength / REDIS_CHUNK_BYTES));
+      } finally {
+        admin.disconnect();
+      }
     });
 
     test("Create answers OK, not ALREADY_EXISTS, and the session is stored", async () => {

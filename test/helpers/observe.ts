@@ -2,6 +2,8 @@ import { ConnectError } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus as Status } from "../../gen/grpc/health/v1/health_pb.js";
 import { grpcClient } from "./clients.js";
 import type { ServerProcess } from "./server.js";
+import { waitFor } from "./wait.js";
+import { expect } from "vitest";
 
 /** One parsed JSON log line of a test server (pino fields plus ours). */
 export type LogEntry = Record<string, unknown> & { msg?: string; level?: number };
@@ -75,3 +77,38 @@ export async function timed(call: Promise<unknown>): Promise<TimedOutcome> {
 }
 
 export { Status as ServingStatus };
+
+/**
+ * The health of a server through one store problem: {@link notServing} waits
+ * until Check answers NOT_SERVING and Watch has delivered it, then checks
+ * that the change was logged once with exactly `problem`;
+ * {@link servingAgain} waits (up to `withinMs`) until Check answers SERVING
+ * and Watch has delivered it, and checks the one "takes writes again" line
+ * for it. Watch runs from this call until {@link stop}; each wait looks at
+ * what it delivered since the previous one.
+ */
+export function healthThrough(server: ServerProcess): {
+  notServing(problem: string, withinMs: number): Promise<void>;
+  servingAgain(problem: string, withinMs: number): Promise<void>;
+  stop(): Promise<void>;
+} {
+  const watched = watchHealth(server.address);
+  /** Statuses Watch delivered before this index were matched already. */
+  let from = 0;
+  const reached = async (status: Status, withinMs: number, what: string) => {
+    await waitFor(async () => (await overallHealth(server.address)) === status, withinMs, `health ${what} (Check)`);
+    await waitFor(() => watched.seen.slice(from).includes(status), withinMs, `health ${what} (Watch)`);
+    from = watched.seen.length;
+  };
+  return {
+    async notServing(problem, withinMs) {
+      await reached(Status.NOT_SERVING, withinMs, "NOT_SERVING");
+      expect(logEntries(server, "store cannot take writes; health is NOT_SERVING").filter((e) => e.problem === problem)).toHaveLength(1);
+    },
+    async servingAgain(problem, withinMs) {
+      await reached(Status.SERVING, withinMs, "SERVING");
+      expect(logEntries(server, "store takes writes again; health is SERVING").filter((e) => e.was === problem)).toHaveLength(1);
+    },
+    stop: () => watched.stop(),
+  };
+}

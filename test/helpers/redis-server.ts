@@ -19,6 +19,10 @@ export interface SpawnedRedis {
   port: number;
   url: string;
   dir: string;
+  /** The exit code of the current process once it has exited by itself, else null (running, or killed by a signal). */
+  readonly exitCode: number | null;
+  /** What the current process wrote to stdout and stderr so far (its log, `--loglevel warning`). */
+  log(): string;
   /** Kills the process with SIGKILL (keeps the data directory). */
   kill(): Promise<void>;
   /** Starts the server again on the same port and directory. */
@@ -60,15 +64,21 @@ export function waitForPong(options: RedisOptions, what: string, spawned?: { pro
 }
 
 /**
- * Spawns a real `redis-server` on a free port with its own directory. By
- * default it is durable (`appendonly yes`, `appendfsync always`), as the
- * driver requires; pass `durable: false` to test the refusal.
+ * Spawns a real `redis-server` on a free port with its own directory (made
+ * under `parent`, default the system's temporary directory: a small tmpfs
+ * to fill, say). By default it is durable (`appendonly yes`, `appendfsync
+ * always`), as the driver requires; pass `durable: false` to test the
+ * refusal (`appendonly no`), or `appendfsync: "everysec"` for an AOF synced
+ * once a second (what `--redis-durability=relaxed` accepts).
  */
-export async function spawnRedis(options: { durable?: boolean; password?: string; tls?: { cert: string; key: string; ca: string } } = {}): Promise<SpawnedRedis> {
-  const dir = mkdtempSync(join(tmpdir(), "mecatl-redis-"));
+export async function spawnRedis(
+  options: { durable?: boolean; appendfsync?: "always" | "everysec"; parent?: string; password?: string; tls?: { cert: string; key: string; ca: string } } = {},
+): Promise<SpawnedRedis> {
+  const dir = mkdtempSync(join(options.parent ?? tmpdir(), "mecatl-redis-"));
   const port = await redisPort();
   const durable = options.durable ?? true;
-  const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", durable ? "yes" : "no", "--appendfsync", durable ? "always" : "everysec", "--protected-mode", "no", "--loglevel", "warning"];
+  const appendfsync = options.appendfsync ?? (durable ? "always" : "everysec");
+  const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", durable ? "yes" : "no", "--appendfsync", appendfsync, "--protected-mode", "no", "--loglevel", "warning"];
   if (options.password !== undefined) args.push("--requirepass", options.password);
   if (options.tls !== undefined) {
     // TLS only: the plain port is closed and the TLS port takes its number.
@@ -82,12 +92,15 @@ export async function spawnRedis(options: { durable?: boolean; password?: string
     tls: options.tls === undefined ? undefined : { ca: readFileSync(options.tls.ca), servername: "localhost" },
   };
   let proc: ChildProcess;
+  let output = "";
   const start = async () => {
-    const started = spawn("redis-server", args, { stdio: ["ignore", "ignore", "pipe"] });
+    const started = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
     proc = started;
-    let output = "";
-    started.stderr!.setEncoding("utf8");
-    started.stderr!.on("data", (chunk: string) => (output += chunk));
+    output = "";
+    for (const stream of [started.stdout!, started.stderr!]) {
+      stream.setEncoding("utf8");
+      stream.on("data", (chunk: string) => (output += chunk));
+    }
     await waitForPong(probeOptions, `redis-server (pid ${started.pid}) to accept connections on port ${port}`, { proc: started, output: () => output });
   };
   const kill = async () => {
@@ -101,6 +114,10 @@ export async function spawnRedis(options: { durable?: boolean; password?: string
     get pid() {
       return proc.pid!;
     },
+    get exitCode() {
+      return proc.exitCode;
+    },
+    log: () => output,
     port,
     url: `redis://127.0.0.1:${port}`,
     dir,

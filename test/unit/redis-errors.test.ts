@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { ReplyError } from "ioredis";
-import { classifyRedisError } from "../../services/storage/redis-errors.js";
+import { classifyRedisError, writeRefusalCause } from "../../services/storage/redis-errors.js";
 import { ReplicaShortfall } from "../../services/storage/redis-script.js";
 import { SlotUnserved } from "../../services/storage/redis-cluster-durability.js";
 
@@ -19,5 +19,19 @@ describe("what a failed Redis attempt means on a cluster (issue 13)", () => {
     ["a slot without a connected primary (refused before sending)", new SlotUnserved("no primary serves slot 7"), { kind: "retry", sent: false }],
   ])("%s", (_label, err, expected) => {
     expect(classifyRedisError(err)).toMatchObject(expected);
+  });
+});
+
+describe("which error replies mean Redis refuses every write (health NOT_SERVING, issue 9)", () => {
+  test.each([
+    ["READONLY (a replica)", reply("READONLY You can't write against a read only replica."), "it is a read-only replica (READONLY)"],
+    ["MISCONF for a full disk (AOF write error)", reply("MISCONF Errors writing to the AOF file: No space left on device"), "no space left on its disk (MISCONF)"],
+    ["MISCONF after a failed background save", reply("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk."), "it cannot persist writes (MISCONF)"],
+    ["OOM inside a script", reply("OOM command not allowed when used memory > 'maxmemory'. script: 4e6d8fc8, on @user_script:12."), "maxmemory reached (OOM)"],
+    ["NOREPLICAS", reply("NOREPLICAS Not enough good replicas to write."), "too few replicas in sync (NOREPLICAS)"],
+    ["a script's own error", reply("ERR user_script:1: Script attempted to access nonexistent global variable"), undefined],
+    ["a lost connection whose text names a refusal", new Error("READONLY Connection is closed."), undefined],
+  ])("%s", (_label, err, expected) => {
+    expect(writeRefusalCause(err)).toBe(expected);
   });
 });
