@@ -4,6 +4,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { startServer, waitForLog, type ServerProcess } from "../helpers/server.js";
 import { spawnRedis, type SpawnedRedis } from "../helpers/redis-server.js";
 import { writeClients, WRITE_KINDS, type WriteClients } from "../helpers/durable-writes.js";
+import { missingPrerequisite } from "../helpers/prerequisite.js";
 import { ackAfterSync, traceSyscalls, traceUnavailable, type Syscall } from "../helpers/syscall-trace.js";
 
 /**
@@ -39,7 +40,7 @@ describe("Redis: an acknowledged write is in an fsynced AOF", () => {
 
   test("each acknowledged write follows redis-server's fsync of the AOF; after CONFIG SET appendfsync everysec writes are refused until it is always again", async (ctx) => {
     const unavailable = traceUnavailable();
-    if (unavailable !== undefined) return ctx.skip(unavailable);
+    if (unavailable !== undefined) return missingPrerequisite(ctx, unavailable);
     redis = await spawnRedis();
     server = await startServer(["--store", redis.url]);
     const clients = writeClients(server.address);

@@ -9,6 +9,7 @@ import { logEntries, startServer, waitForLog, type ServerProcess } from "../help
 import { writeClients, WRITE_KINDS, type WriteClients } from "../helpers/durable-writes.js";
 import { ackAfterSync, traceSyscalls, traceUnavailable, type Syscall } from "../helpers/syscall-trace.js";
 import { mountSmallFilesystem } from "../helpers/tmpfs.js";
+import { missingPrerequisite } from "../helpers/prerequisite.js";
 
 /**
  * "OK means durable" on SQLite (docs/DESIGN.md principle 1, issue 15), shown on
@@ -61,7 +62,7 @@ describe("SQLite: an acknowledged write is on stable storage", () => {
 
   test("every kind of write is answered only after its WAL frames were fsynced (syscall trace)", async (ctx) => {
     const unavailable = traceUnavailable();
-    if (unavailable !== undefined) return ctx.skip(unavailable);
+    if (unavailable !== undefined) return missingPrerequisite(ctx, unavailable);
     const dir = tempDir();
     const server = await serve(`sqlite:${join(dir, "store.sqlite")}`);
     const clients = writeClients(server.address);
@@ -94,7 +95,7 @@ describe("SQLite: an acknowledged write is on stable storage", () => {
 
   test("a COMMIT that fails on a full disk answers an error to every write of the batch; none is visible, then or after a restart", async (ctx) => {
     const fs = mountSmallFilesystem(4);
-    if (typeof fs === "string") return ctx.skip(fs);
+    if (typeof fs === "string") return missingPrerequisite(ctx, fs);
     cleanups.push(() => fs.remove());
     const store = `sqlite:${join(fs.dir, "store.sqlite")}`;
     let server = await serve(store);

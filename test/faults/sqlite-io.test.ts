@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "vitest";
 import { Code } from "@connectrpc/connect";
 import Database from "better-sqlite3";
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,6 +10,8 @@ import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { ev, readAfterAll } from "../helpers/event-log.js";
 import { waitFor } from "../helpers/wait.js";
+import { traceUnavailable } from "../helpers/syscall-trace.js";
+import { missingPrerequisite } from "../helpers/prerequisite.js";
 import { overallHealth, timed, ServingStatus as Status, type TimedOutcome } from "../helpers/observe.js";
 import { DISK_PROBE_INTERVAL_MS } from "../../services/storage/sqlite-database.js";
 
@@ -18,7 +20,6 @@ const STORE_TIMEOUT_MS = 1000;
 /** Slack for process scheduling on a shared machine. */
 const MARGIN_MS = 3000;
 
-const stracePresent = spawnSync("strace", ["-V"]).status === 0;
 
 /**
  * An SQLite store that does not answer in time or cannot write its files
@@ -64,7 +65,9 @@ describe("SQLite stalls and I/O errors", () => {
     expect(await readAfterAll(events, { sessionId: "locked" })).toHaveLength(2);
   });
 
-  test.skipIf(!stracePresent)("a disk whose fsync stalls: the write answers UNAVAILABLE 'may still be committed' in time, and it does commit", async () => {
+  test("a disk whose fsync stalls: the write answers UNAVAILABLE 'may still be committed' in time, and it does commit", async (ctx) => {
+    const unavailable = traceUnavailable();
+    if (unavailable !== undefined) return missingPrerequisite(ctx, unavailable);
     dir = mkdtempSync(join(tmpdir(), "mecatl-sqlite-"));
     server = await startServer(["--store", `sqlite:${join(dir, "store.sqlite")}`, "--store-timeout", `${STORE_TIMEOUT_MS}ms`]);
     const events = grpcClient(EventLogService, server.address);
@@ -92,7 +95,9 @@ describe("SQLite stalls and I/O errors", () => {
     await waitFor(async () => (await readAfterAll(events, { sessionId: "stall" })).length === 2, 10_000, "the stalled write to commit");
   });
 
-  test.skipIf(!stracePresent)("writes that get EIO: UNAVAILABLE, health NOT_SERVING, nothing written; SERVING again once writes succeed", async () => {
+  test("writes that get EIO: UNAVAILABLE, health NOT_SERVING, nothing written; SERVING again once writes succeed", async (ctx) => {
+    const unavailable = traceUnavailable();
+    if (unavailable !== undefined) return missingPrerequisite(ctx, unavailable);
     dir = mkdtempSync(join(tmpdir(), "mecatl-sqlite-"));
     server = await startServer(["--store", `sqlite:${join(dir, "store.sqlite")}`, "--store-timeout", `${STORE_TIMEOUT_MS}ms`]);
     const events = grpcClient(EventLogService, server.address);
