@@ -19,6 +19,12 @@ import { DISK_PROBE_INTERVAL_MS } from "../../services/storage/sqlite-database.j
 const STORE_TIMEOUT_MS = 1000;
 /** Slack for process scheduling on a shared machine. */
 const MARGIN_MS = 3000;
+/**
+ * `--store-timeout` of the lock test: its busy timeout (¾ of it, {@link LOCK_BUSY_MS}) ends a second
+ * before the call's deadline, so the lock's own answer always comes first.
+ */
+const LOCK_STORE_TIMEOUT_MS = 4000;
+const LOCK_BUSY_MS = (LOCK_STORE_TIMEOUT_MS * 3) / 4;
 
 
 /**
@@ -43,7 +49,7 @@ describe("SQLite stalls and I/O errors", () => {
   test("a write lock held by another process: UNAVAILABLE, nothing written; reads go on; writes work once it is released", async () => {
     dir = mkdtempSync(join(tmpdir(), "mecatl-sqlite-"));
     const path = join(dir, "store.sqlite");
-    server = await startServer(["--store", `sqlite:${path}`, "--store-timeout", `${STORE_TIMEOUT_MS}ms`]);
+    server = await startServer(["--store", `sqlite:${path}`, "--store-timeout", `${LOCK_STORE_TIMEOUT_MS}ms`]);
     const events = grpcClient(EventLogService, server.address);
     await events.append({ sessionId: "locked", event: ev({ n: 1 }) });
 
@@ -52,10 +58,13 @@ describe("SQLite stalls and I/O errors", () => {
       other.exec("BEGIN IMMEDIATE");
       const write = await timed(events.append({ sessionId: "locked", event: ev({ n: 2 }) }));
       expect(write.error?.code, write.error?.message).toBe(Code.Unavailable);
-      // The lock's own error (after the busy timeout, ¾ of --store-timeout) normally comes first; on a
-      // starved machine the call's deadline may win, and then the answer is "may still be committed".
-      expect(write.error?.rawMessage).toMatch(/locked by another connection for more than \d+ ms .*; nothing was written|did not finish the write within \d+ ms/);
-      expect(write.ms).toBeLessThan(STORE_TIMEOUT_MS + MARGIN_MS);
+      // The lock's own error comes at the busy timeout, a full second before the call's deadline
+      // (which would answer "may still be committed" instead): the write was never begun.
+      expect(write.error?.rawMessage).toBe(
+        `the SQLite database stayed locked by another connection for more than ${LOCK_BUSY_MS} ms (database is locked); nothing was written`,
+      );
+      expect(write.ms).toBeGreaterThanOrEqual(LOCK_BUSY_MS);
+      expect(write.ms).toBeLessThan(LOCK_STORE_TIMEOUT_MS + MARGIN_MS);
       expect(await readAfterAll(events, { sessionId: "locked" })).toHaveLength(1);
     } finally {
       if (other.inTransaction) other.exec("ROLLBACK");
