@@ -7,7 +7,7 @@ import Database from "better-sqlite3";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { logEntries, startServer, waitForLog, type ServerProcess } from "../helpers/server.js";
 import { writeClients, WRITE_KINDS, type WriteClients } from "../helpers/durable-writes.js";
-import { ackAfterSync, traceSyscalls, traceUnavailable, type Syscall } from "../helpers/syscall-trace.js";
+import { ackAfterSync, holdsHttp2Headers, traceSyscalls, traceUnavailable, type Syscall } from "../helpers/syscall-trace.js";
 import { mountSmallFilesystem } from "../helpers/tmpfs.js";
 import { missingPrerequisite } from "../helpers/prerequisite.js";
 
@@ -87,8 +87,8 @@ describe("SQLite: an acknowledged write is on stable storage", () => {
     const rules = {
       isStore: (c: Syscall) => (c.name === "pwrite64" || c.name === "pwritev") && c.target === `${database}-wal`,
       isSync: (c: Syscall) => (c.name === "fsync" || c.name === "fdatasync") && c.target?.startsWith(database) === true && c.result === "0",
-      // An HTTP/2 response starts with a HEADERS frame (type 1 in the fourth byte of the frame header).
-      isReply: (c: Syscall) => (c.name === "write" || c.name === "writev") && c.data.length >= 9 && c.data[3] === 1,
+      // An HTTP/2 response starts with a HEADERS frame.
+      isReply: (c: Syscall) => (c.name === "write" || c.name === "writev") && holdsHttp2Headers(c.data),
     };
     expect(writes.map((m) => ackAfterSync(calls, m, rules) ?? "synced before answered")).toEqual(writes.map(() => "synced before answered"));
   });
