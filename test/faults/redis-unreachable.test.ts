@@ -91,6 +91,24 @@ describe("Redis unreachable", () => {
     expect(await logLength("ur-blackhole")).toBe(0);
   });
 
+  test("a black-holed connection that calls keep writing to: each call still ends in time (the attempt's own bound, not the socket's idle timeout)", async () => {
+    env.proxy.setMode("blackhole");
+    try {
+      // A call every 250 ms for 4 s: the connection never idles for --store-timeout, so only each
+      // attempt's own deadline ends the calls in time (a socket idle timeout would wait for all of them).
+      const calls: Array<Promise<string>> = [];
+      for (let i = 0; i < 16; i++) {
+        calls.push(unavailable(env.clients.sessions.load({ sessionId: `ur-busy-${i}` })));
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      for (const message of await Promise.all(calls)) expect(message).toMatch(/Redis did not answer within 1000 ms/);
+    } finally {
+      env.proxy.setMode("pass");
+      env.proxy.resetAll();
+    }
+    await recovered();
+  });
+
   test("a write applied whose reply is lost while Redis stays unreachable: UNAVAILABLE saying the outcome is unknown, and it was applied once", async () => {
     const fired = env.proxy.loseNextReply({ match: (c) => c.includes("}:ur-lost:"), thenMode: "refuse" });
     try {
