@@ -91,11 +91,13 @@ describe("Redis unreachable", () => {
     expect(await logLength("ur-blackhole")).toBe(0);
   });
 
-  test("a black-holed connection that calls keep writing to: each call still ends in time (the attempt's own bound, not the socket's idle timeout)", async () => {
+  test("a black-holed connection: the driver cuts each attempt off at the call's deadline ('no answer'), also while other calls keep writing to it", async () => {
     env.proxy.setMode("blackhole");
     try {
-      // A call every 250 ms for 4 s: the connection never idles for --store-timeout, so only each
-      // attempt's own deadline ends the calls in time (a socket idle timeout would wait for all of them).
+      // Alone: the attempt's own deadline ends it, before the connection's socket timeout (also
+      // --store-timeout, from the first unanswered command) would call the connection lost.
+      expect(await unavailable(env.clients.sessions.load({ sessionId: "ur-silent" }))).toBe("Redis did not answer within 1000 ms (no answer)");
+      // Then a call every 250 ms for 4 s, each bounded by its own deadline whatever the others do.
       const calls: Array<Promise<string>> = [];
       for (let i = 0; i < 16; i++) {
         calls.push(unavailable(env.clients.sessions.load({ sessionId: `ur-busy-${i}` })));
