@@ -55,6 +55,13 @@ export class Metrics {
     labelNames: ["backend"] as const,
     registers: [this.registry],
   });
+  /** Redis durability checks by outcome (storage/redis-durability-watch.ts `DurabilityCheckOutcome`). */
+  readonly durabilityChecks = new Counter({
+    name: "mecatl_drivers_redis_durability_checks_total",
+    help: "Redis durability checks (appendonly/appendfsync, replicas) by outcome: passed, problem, failed (no answer in time, or an error), not_connected (due while the connection was down)",
+    labelNames: ["outcome"] as const,
+    registers: [this.registry],
+  });
   /** Store failures answered to callers, by StoreFailure kind (storage/store-failure.ts; issue 9). */
   readonly storeFailures = new Counter({
     name: "mecatl_drivers_store_failures_total",

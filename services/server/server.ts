@@ -5,7 +5,7 @@ import { existsSync, lstatSync, unlinkSync } from "node:fs";
 import { connect, type Server as NetServer } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
-import { openBackend, backendProblem, onBackendHealthChange, closeBackend, type BackendOptions, type Backend } from "../storage/backend.js";
+import { openBackend, backendProblem, onBackendHealthChange, onDurabilityCheck, closeBackend, type BackendOptions, type Backend } from "../storage/backend.js";
 import { StartupError } from "../storage/redis-connection.js";
 import { refuseUnfinishedCopy } from "../storage/copy/unfinished-copy.js";
 import { mountOnGrpc, OpenStreams, type AnyServiceImpl } from "./grpc-adapter.js";
@@ -321,6 +321,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     let closing = false;
     const logHealthChange = healthChangeLogger(logger, store.description);
     const stopWatching = onBackendHealthChange(store, updateHealth);
+    const stopCounting = onDurabilityCheck(store, (outcome) => metrics.durabilityChecks.inc({ outcome }));
     updateHealth();
     gate.open();
     // Always logged, whatever --log-level says: supervisors and tests read the
@@ -350,6 +351,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         for (const c of cleanup) c();
         for (const c of moduleCleanup) await c();
         stopWatching();
+        stopCounting();
         auth?.close();
         await closeBackend(store);
         await tracing?.shutdown(options.shutdownGraceMs);

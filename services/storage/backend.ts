@@ -5,6 +5,7 @@ import { connectRedisClient, isCluster, isRedisStoreUrl } from "./redis-client.j
 import { clusterDurability } from "./redis-cluster.js";
 import { setReplicaWait } from "./redis-replicas.js";
 import { reconnectCause } from "./redis-reconnect-cause.js";
+import type { DurabilityCheckOutcome } from "./redis-durability-watch.js";
 import type { EventEmitter } from "node:events";
 import type { RedisKeys } from "./redis-keys.js";
 import { openRedisStore } from "./redis-store.js";
@@ -184,6 +185,22 @@ function onClientChange(client: RedisClient, listener: () => void): () => void {
     for (const e of events) client.off(e, listener);
     for (const w of watches) w?.off("change", listener);
   };
+}
+
+/**
+ * Calls `listener` with the outcome of every durability check of a Redis
+ * backend (each node's, on a cluster; the writer connection's too with
+ * `--redis-wait-replicas`); never for SQLite or a Redis that is not watched.
+ * Returns a function that stops listening.
+ */
+export function onDurabilityCheck(backend: Backend, listener: (outcome: DurabilityCheckOutcome) => void): () => void {
+  if (backend.kind === "sqlite") return () => undefined;
+  const watches = [backend.redis, backend.writer]
+    .filter((c): c is RedisClient => c !== undefined)
+    .map((c): EventEmitter | undefined => (isCluster(c) ? clusterDurability(c) : durabilityWatch(c)))
+    .filter((w): w is EventEmitter => w !== undefined);
+  for (const w of watches) w.on("checked", listener);
+  return () => watches.forEach((w) => w.off("checked", listener));
 }
 
 /** Closes the backend after in-flight work: waits for SQLite's queue, QUITs Redis (every node of a cluster). */

@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
 import type { Cluster, Redis } from "ioredis";
-import { DurabilityWatch, type DurabilityWatchOptions } from "./redis-durability-watch.js";
+import { DurabilityWatch, type DurabilityCheckOutcome, type DurabilityWatchOptions } from "./redis-durability-watch.js";
 import { reconnectCause, trackReconnectCause } from "./redis-reconnect-cause.js";
 import { CLUSTER_SLOTS, keySlot } from "./redis-layout.js";
 import { StoreFailure } from "./store-failure.js";
@@ -47,7 +47,8 @@ function nodeKey(node: Redis): string {
  *   {@link add}): a command is sent now or refused, never held past its
  *   operation's deadline.
  *
- * Emits `change` whenever any of that may have changed.
+ * Emits `change` whenever any of that may have changed, and `checked` with
+ * the outcome of each node's durability check (DurabilityWatch).
  */
 export class ClusterDurability extends EventEmitter {
   private readonly watches = new Map<Redis, DurabilityWatch>();
@@ -97,6 +98,7 @@ export class ClusterDurability extends EventEmitter {
     if (this.watched) {
       const watch = new DurabilityWatch(node, { ...this.options, durability: this.strict });
       watch.on("change", changed);
+      watch.on("checked", (outcome: DurabilityCheckOutcome) => this.emit("checked", outcome));
       this.watches.set(node, watch);
     }
     // Node connections open on their first command; the watch's check is one, and a

@@ -70,6 +70,16 @@ export function durabilityCheckTimeoutMs(storeTimeoutMs: number): number {
   return Math.max(1, Math.floor(storeTimeoutMs / 2));
 }
 
+/**
+ * How one durability check ended, as {@link DurabilityWatch} reports it with
+ * its `checked` event: `passed` (answered, nothing wrong), `problem`
+ * (answered, a problem found), `failed` (did not answer within its time
+ * limit, or its reads failed), `not_connected` (its time came while the
+ * watched connection was down: nothing was sent, and writes stay refused
+ * until a check after the reconnect passes).
+ */
+export type DurabilityCheckOutcome = "passed" | "problem" | "failed" | "not_connected";
+
 /** Options for {@link DurabilityWatch}. */
 export interface DurabilityWatchOptions {
   /** Milliseconds between two periodic checks (default {@link DURABILITY_CHECK_MS}). */
@@ -117,6 +127,9 @@ export interface DurabilityWatchOptions {
  * connection came back passes, the server is not {@link verified}, and
  * {@link admit} keeps writes from reaching a restarted server before its
  * configuration was read.
+ *
+ * Emits `checked` with a {@link DurabilityCheckOutcome} as each check ends
+ * (the server counts them: `mecatl_drivers_redis_durability_checks_total`).
  */
 export class DurabilityWatch extends EventEmitter {
   /** Why the server cannot take writes (not durable, not known to be, too few replicas), from the last check that answered; undefined when it passed. */
@@ -281,11 +294,15 @@ export class DurabilityWatch extends EventEmitter {
 
   /**
    * Starts a check now, independent of any check in progress. Resolves (never
-   * rejects) when it has answered or reached its time limit; does nothing
-   * while the watched connection is not ready.
+   * rejects) when it has answered or reached its time limit; sends nothing
+   * while the watched connection is not ready (outcome `not_connected`).
    */
   check(): Promise<void> {
-    if (this.redis.status !== "ready" || this.ended) return Promise.resolve();
+    if (this.ended) return Promise.resolve();
+    if (this.redis.status !== "ready") {
+      this.emit("checked", "not_connected" satisfies DurabilityCheckOutcome);
+      return Promise.resolve();
+    }
     const seq = ++this.started;
     const connection = this.connection;
     const checker = this.checkConnection();
@@ -293,6 +310,7 @@ export class DurabilityWatch extends EventEmitter {
       let failure = `did not answer within ${this.timeoutMs} ms`;
       const timer = setTimeout(() => {
         this.apply(seq, connection, `Redis is not known to be durable: the durability check (${this.reads}) ${failure}`);
+        this.emit("checked", "failed" satisfies DurabilityCheckOutcome);
         resolve();
       }, this.timeoutMs);
       timer.unref();
@@ -300,6 +318,7 @@ export class DurabilityWatch extends EventEmitter {
         (problem) => {
           clearTimeout(timer);
           this.apply(seq, connection, problem);
+          this.emit("checked", (problem === undefined ? "passed" : "problem") satisfies DurabilityCheckOutcome);
           resolve();
         },
         (err: Error) => {
@@ -312,6 +331,7 @@ export class DurabilityWatch extends EventEmitter {
           }
           clearTimeout(timer);
           this.apply(seq, connection, `Redis is not known to be durable: the durability check failed (${this.reads}: ${err.message})`);
+          this.emit("checked", "failed" satisfies DurabilityCheckOutcome);
           resolve();
         },
       );

@@ -90,16 +90,21 @@ describe.each(allBackends())("EventLogClient against a real server on $name", (b
     await log.append("el-follow", ev(1));
     const ac = new AbortController();
     const got: CursorRecord[] = [];
+    const parks = await watchParks(served.server);
     const following = (async () => {
       for await (const r of log.readAfter("el-follow", { follow: true, signal: ac.signal })) {
         got.push(r);
-        if (got.length === 1) for (let i = 2; i <= 3; i++) await log.append("el-follow", ev(i));
+        if (got.length === 1) {
+          // Record 1 was replayed; the server reports the follower parked at the tail before 2 and 3 are appended.
+          await parks.parked("the follower of el-follow");
+          for (let i = 2; i <= 3; i++) await log.append("el-follow", ev(i));
+        }
         if (got.length === 3) ac.abort();
       }
     })();
     await expect(following).resolves.toBeUndefined();
     expect(got.map(num)).toEqual([1, 2, 3]);
-    // The server parks the follower as soon as it has sent record 1, before the client can append 2.
+    // Replayed, then appended while parked: live exactly from record 2 on.
     expect(got.map((r) => r.live)).toEqual([false, true, true]);
   });
 

@@ -15,6 +15,7 @@ import { conformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { serveService } from "../helpers/driver-server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
+import { clockPast } from "../helpers/wait.js";
 import { incarnationOf, newIncarnation, sessnap, type TestPrincipal, type TestSession } from "../helpers/sessnap.js";
 
 const FORMAT = "sessnap-json/1";
@@ -82,7 +83,10 @@ describe.each(conformanceBackends())("session metadata on $name", (backend: Test
     const alice = { Issuer: "https://issuer.example", Subject: "alice" };
     const bob = { Issuer: "https://issuer.example", Subject: "bob" };
     const fixture = (id: string, owner?: TestPrincipal): TestSession => ({ id, owner, kind: "main", createdAt: "2026-06-01T12:30:45.123456789Z" });
-    for (const [id, owner] of [["b", alice], ["a", alice], ["foreign", bob], ["ownerless", undefined]] as const) await save(fixture(id, owner));
+    await save(fixture("b", alice));
+    // "a" is saved once the clock has passed b's save time, so its modified_at is strictly later.
+    await clockPast(nanos((await page(ownedBy(alice))).sessions.find((s) => s.sessionId === "b")!.modifiedAt)!);
+    for (const [id, owner] of [["a", alice], ["foreign", bob], ["ownerless", undefined]] as const) await save(fixture(id, owner));
 
     const p1 = await page(ownedBy(alice, { limit: 1 }));
     expect(p1.sessions).toHaveLength(1);
@@ -97,10 +101,10 @@ describe.each(conformanceBackends())("session metadata on $name", (backend: Test
     expect(p2.totalCount).toBe(2);
     expect(p2.nextCursor).toBeUndefined();
     expect(p2.sessions[0]!.sessionId).not.toBe(p1.sessions[0]!.sessionId);
-    // "a" was saved after "b": newest first, and equal times order by id.
+    // "a" was saved after "b": newest first.
     const [r1, r2] = [p1.sessions[0]!, p2.sessions[0]!];
-    if (nanos(r1.modifiedAt) === nanos(r2.modifiedAt)) expect(r1.sessionId < r2.sessionId).toBe(true);
-    else expect(nanos(r1.modifiedAt)! > nanos(r2.modifiedAt)!).toBe(true);
+    expect([r1.sessionId, r2.sessionId]).toEqual(["a", "b"]);
+    expect(nanos(r1.modifiedAt)! > nanos(r2.modifiedAt)!).toBe(true);
 
     for (const row of [r1, r2]) {
       expect(["a", "b"]).toContain(row.sessionId);

@@ -9,6 +9,7 @@ import { spawnRedis, type SpawnedRedis } from "../helpers/redis-server.js";
 import { startFaultProxy, type FaultProxy } from "../helpers/fault-proxy.js";
 import { ev, readAfterAll } from "../helpers/event-log.js";
 import { waitFor } from "../helpers/wait.js";
+import { METRICS_FLAGS, metricValue } from "../helpers/metrics.js";
 import { logEntries, overallHealth, timed, ServingStatus as Status } from "../helpers/observe.js";
 
 /** `--store-timeout` of these servers; one durability check may take half of it. */
@@ -36,15 +37,17 @@ describe("the Redis durability watch", () => {
 
   test("detects a durability change made after an outage (with a write sent during it) within the check interval", async () => {
     redis = await spawnRedis();
-    server = await startServer(["--store", redis.url, "--store-timeout", `${STORE_TIMEOUT_MS}ms`]);
+    server = await startServer(["--store", redis.url, "--store-timeout", `${STORE_TIMEOUT_MS}ms`, ...METRICS_FLAGS]);
     const events = grpcClient(EventLogService, server.address);
     await events.append({ sessionId: "outage", event: ev({ n: 1 }) });
+    const checksWhileDown = () => metricValue(server!.metricsAddress!, "mecatl_drivers_redis_durability_checks_total", { outcome: "not_connected" });
 
     await redis.kill();
     await waitFor(async () => (await overallHealth(server!.address)) === Status.NOT_SERVING, STORE_TIMEOUT_MS + MARGIN_MS, "NOT_SERVING while Redis is down");
     const duringOutage = timed(events.append({ sessionId: "outage", event: ev({ n: 2 }) }));
-    // The fault's shape: Redis stays down across at least one periodic check.
-    await new Promise((r) => setTimeout(r, DURABILITY_CHECK_MS + 500));
+    // The fault's shape: Redis stays down across at least one periodic check, which the server counts.
+    const before = await checksWhileDown();
+    await waitFor(async () => (await checksWhileDown()) > before, DURABILITY_CHECK_MS + MARGIN_MS, "a periodic durability check while Redis is down");
     await redis.restart();
     await waitFor(async () => (await overallHealth(server!.address)) === Status.SERVING, DURABILITY_CHECK_MS + MARGIN_MS, "SERVING once Redis is back and checked");
     const outageWrite = await duringOutage;
@@ -74,7 +77,7 @@ describe("the Redis durability watch", () => {
   test("a check that gets no answer counts as not durable: writes refused at once, NOT_SERVING, one line; a later check passes", async () => {
     redis = await spawnRedis();
     proxy = await startFaultProxy(redis.port);
-    server = await startServer(["--store", `redis://${proxy.address}`, "--store-timeout", `${STORE_TIMEOUT_MS}ms`]);
+    server = await startServer(["--store", `redis://${proxy.address}`, "--store-timeout", `${STORE_TIMEOUT_MS}ms`, ...METRICS_FLAGS]);
     const events = grpcClient(EventLogService, server.address);
     await events.append({ sessionId: "silent", event: ev({ n: 1 }) });
 
@@ -83,6 +86,7 @@ describe("the Redis durability watch", () => {
     await waitFor(async () => (await overallHealth(server!.address)) === Status.NOT_SERVING, DURABILITY_CHECK_MS + STORE_TIMEOUT_MS + MARGIN_MS, "NOT_SERVING after a check got no answer");
     const lines = logEntries(server, "store cannot take writes; health is NOT_SERVING");
     expect(lines).toHaveLength(1);
+    expect(await metricValue(server.metricsAddress!, "mecatl_drivers_redis_durability_checks_total", { outcome: "failed" })).toBeGreaterThanOrEqual(1);
     expect(lines[0]!.problem).toBe(`Redis is not known to be durable: the durability check (CONFIG GET appendonly, appendfsync) did not answer within ${durabilityCheckTimeoutMs(STORE_TIMEOUT_MS)} ms`);
     const refused = await timed(events.append({ sessionId: "silent", event: ev({ n: 2 }) }));
     expect(refused.error?.code, refused.error?.message).toBe(Code.Unavailable);

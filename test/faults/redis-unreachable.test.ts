@@ -91,6 +91,26 @@ describe("Redis unreachable", () => {
     expect(await logLength("ur-blackhole")).toBe(0);
   });
 
+  test("a black-holed connection: the driver cuts each attempt off at the call's deadline ('no answer'), also while other calls keep writing to it", async () => {
+    env.proxy.setMode("blackhole");
+    try {
+      // Alone: the attempt's own deadline ends it, before the connection's socket timeout (also
+      // --store-timeout, from the first unanswered command) would call the connection lost.
+      expect(await unavailable(env.clients.sessions.load({ sessionId: "ur-silent" }))).toBe("Redis did not answer within 1000 ms (no answer)");
+      // Then a call every 250 ms for 4 s, each bounded by its own deadline whatever the others do.
+      const calls: Array<Promise<string>> = [];
+      for (let i = 0; i < 16; i++) {
+        calls.push(unavailable(env.clients.sessions.load({ sessionId: `ur-busy-${i}` })));
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      for (const message of await Promise.all(calls)) expect(message).toMatch(/Redis did not answer within 1000 ms/);
+    } finally {
+      env.proxy.setMode("pass");
+      env.proxy.resetAll();
+    }
+    await recovered();
+  });
+
   test("a write applied whose reply is lost while Redis stays unreachable: UNAVAILABLE saying the outcome is unknown, and it was applied once", async () => {
     const fired = env.proxy.loseNextReply({ match: (c) => c.includes("}:ur-lost:"), thenMode: "refuse" });
     try {

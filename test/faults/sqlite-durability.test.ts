@@ -7,8 +7,9 @@ import Database from "better-sqlite3";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { logEntries, startServer, waitForLog, type ServerProcess } from "../helpers/server.js";
 import { writeClients, WRITE_KINDS, type WriteClients } from "../helpers/durable-writes.js";
-import { ackAfterSync, traceSyscalls, traceUnavailable, type Syscall } from "../helpers/syscall-trace.js";
+import { ackAfterSync, holdsHttp2Headers, traceSyscalls, traceUnavailable, type Syscall } from "../helpers/syscall-trace.js";
 import { mountSmallFilesystem } from "../helpers/tmpfs.js";
+import { missingPrerequisite } from "../helpers/prerequisite.js";
 
 /**
  * "OK means durable" on SQLite (docs/DESIGN.md principle 1, issue 15), shown on
@@ -61,7 +62,7 @@ describe("SQLite: an acknowledged write is on stable storage", () => {
 
   test("every kind of write is answered only after its WAL frames were fsynced (syscall trace)", async (ctx) => {
     const unavailable = traceUnavailable();
-    if (unavailable !== undefined) return ctx.skip(unavailable);
+    if (unavailable !== undefined) return missingPrerequisite(ctx, unavailable);
     const dir = tempDir();
     const server = await serve(`sqlite:${join(dir, "store.sqlite")}`);
     const clients = writeClients(server.address);
@@ -86,15 +87,15 @@ describe("SQLite: an acknowledged write is on stable storage", () => {
     const rules = {
       isStore: (c: Syscall) => (c.name === "pwrite64" || c.name === "pwritev") && c.target === `${database}-wal`,
       isSync: (c: Syscall) => (c.name === "fsync" || c.name === "fdatasync") && c.target?.startsWith(database) === true && c.result === "0",
-      // An HTTP/2 response starts with a HEADERS frame (type 1 in the fourth byte of the frame header).
-      isReply: (c: Syscall) => (c.name === "write" || c.name === "writev") && c.data.length >= 9 && c.data[3] === 1,
+      // An HTTP/2 response starts with a HEADERS frame.
+      isReply: (c: Syscall) => (c.name === "write" || c.name === "writev") && holdsHttp2Headers(c.data),
     };
     expect(writes.map((m) => ackAfterSync(calls, m, rules) ?? "synced before answered")).toEqual(writes.map(() => "synced before answered"));
   });
 
   test("a COMMIT that fails on a full disk answers an error to every write of the batch; none is visible, then or after a restart", async (ctx) => {
     const fs = mountSmallFilesystem(4);
-    if (typeof fs === "string") return ctx.skip(fs);
+    if (typeof fs === "string") return missingPrerequisite(ctx, fs);
     cleanups.push(() => fs.remove());
     const store = `sqlite:${join(fs.dir, "store.sqlite")}`;
     let server = await serve(store);

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "vitest";
 import { Code } from "@connectrpc/connect";
 import Database from "better-sqlite3";
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,6 +10,8 @@ import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { ev, readAfterAll } from "../helpers/event-log.js";
 import { waitFor } from "../helpers/wait.js";
+import { traceUnavailable } from "../helpers/syscall-trace.js";
+import { missingPrerequisite } from "../helpers/prerequisite.js";
 import { overallHealth, timed, ServingStatus as Status, type TimedOutcome } from "../helpers/observe.js";
 import { DISK_PROBE_INTERVAL_MS } from "../../services/storage/sqlite-database.js";
 
@@ -17,8 +19,13 @@ import { DISK_PROBE_INTERVAL_MS } from "../../services/storage/sqlite-database.j
 const STORE_TIMEOUT_MS = 1000;
 /** Slack for process scheduling on a shared machine. */
 const MARGIN_MS = 3000;
+/**
+ * `--store-timeout` of the lock test: its busy timeout (¾ of it, {@link LOCK_BUSY_MS}) ends a second
+ * before the call's deadline, so the lock's own answer always comes first.
+ */
+const LOCK_STORE_TIMEOUT_MS = 4000;
+const LOCK_BUSY_MS = (LOCK_STORE_TIMEOUT_MS * 3) / 4;
 
-const stracePresent = spawnSync("strace", ["-V"]).status === 0;
 
 /**
  * An SQLite store that does not answer in time or cannot write its files
@@ -42,7 +49,7 @@ describe("SQLite stalls and I/O errors", () => {
   test("a write lock held by another process: UNAVAILABLE, nothing written; reads go on; writes work once it is released", async () => {
     dir = mkdtempSync(join(tmpdir(), "mecatl-sqlite-"));
     const path = join(dir, "store.sqlite");
-    server = await startServer(["--store", `sqlite:${path}`, "--store-timeout", `${STORE_TIMEOUT_MS}ms`]);
+    server = await startServer(["--store", `sqlite:${path}`, "--store-timeout", `${LOCK_STORE_TIMEOUT_MS}ms`]);
     const events = grpcClient(EventLogService, server.address);
     await events.append({ sessionId: "locked", event: ev({ n: 1 }) });
 
@@ -51,10 +58,13 @@ describe("SQLite stalls and I/O errors", () => {
       other.exec("BEGIN IMMEDIATE");
       const write = await timed(events.append({ sessionId: "locked", event: ev({ n: 2 }) }));
       expect(write.error?.code, write.error?.message).toBe(Code.Unavailable);
-      // The lock's own error (after the busy timeout, ¾ of --store-timeout) normally comes first; on a
-      // starved machine the call's deadline may win, and then the answer is "may still be committed".
-      expect(write.error?.rawMessage).toMatch(/locked by another connection for more than \d+ ms .*; nothing was written|did not finish the write within \d+ ms/);
-      expect(write.ms).toBeLessThan(STORE_TIMEOUT_MS + MARGIN_MS);
+      // The lock's own error comes at the busy timeout, a full second before the call's deadline
+      // (which would answer "may still be committed" instead): the write was never begun.
+      expect(write.error?.rawMessage).toBe(
+        `the SQLite database stayed locked by another connection for more than ${LOCK_BUSY_MS} ms (database is locked); nothing was written`,
+      );
+      expect(write.ms).toBeGreaterThanOrEqual(LOCK_BUSY_MS);
+      expect(write.ms).toBeLessThan(LOCK_STORE_TIMEOUT_MS + MARGIN_MS);
       expect(await readAfterAll(events, { sessionId: "locked" })).toHaveLength(1);
     } finally {
       if (other.inTransaction) other.exec("ROLLBACK");
@@ -64,7 +74,9 @@ describe("SQLite stalls and I/O errors", () => {
     expect(await readAfterAll(events, { sessionId: "locked" })).toHaveLength(2);
   });
 
-  test.skipIf(!stracePresent)("a disk whose fsync stalls: the write answers UNAVAILABLE 'may still be committed' in time, and it does commit", async () => {
+  test("a disk whose fsync stalls: the write answers UNAVAILABLE 'may still be committed' in time, and it does commit", async (ctx) => {
+    const unavailable = traceUnavailable();
+    if (unavailable !== undefined) return missingPrerequisite(ctx, unavailable);
     dir = mkdtempSync(join(tmpdir(), "mecatl-sqlite-"));
     server = await startServer(["--store", `sqlite:${join(dir, "store.sqlite")}`, "--store-timeout", `${STORE_TIMEOUT_MS}ms`]);
     const events = grpcClient(EventLogService, server.address);
@@ -92,7 +104,9 @@ describe("SQLite stalls and I/O errors", () => {
     await waitFor(async () => (await readAfterAll(events, { sessionId: "stall" })).length === 2, 10_000, "the stalled write to commit");
   });
 
-  test.skipIf(!stracePresent)("writes that get EIO: UNAVAILABLE, health NOT_SERVING, nothing written; SERVING again once writes succeed", async () => {
+  test("writes that get EIO: UNAVAILABLE, health NOT_SERVING, nothing written; SERVING again once writes succeed", async (ctx) => {
+    const unavailable = traceUnavailable();
+    if (unavailable !== undefined) return missingPrerequisite(ctx, unavailable);
     dir = mkdtempSync(join(tmpdir(), "mecatl-sqlite-"));
     server = await startServer(["--store", `sqlite:${join(dir, "store.sqlite")}`, "--store-timeout", `${STORE_TIMEOUT_MS}ms`]);
     const events = grpcClient(EventLogService, server.address);

@@ -6,6 +6,7 @@ import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { MAIN } from "../helpers/server.js";
 import { mountSmallFilesystem } from "../helpers/tmpfs.js";
+import { missingPrerequisite } from "../helpers/prerequisite.js";
 
 /**
  * The SQLite worker's group commit under faults (issue 9; README Failures),
@@ -62,7 +63,7 @@ describe("the SQLite worker", () => {
 
   test("a write after which SQLite rolled the whole group back (SQLITE_FULL mid-transaction) fails every write of the group; none is stored", async (ctx) => {
     const fs = mountSmallFilesystem(8);
-    if (typeof fs === "string") return ctx.skip(fs);
+    if (typeof fs === "string") return missingPrerequisite(ctx, fs);
     cleanups.push(() => fs.remove());
     const db = await open(join(fs.dir, "store.sqlite"), { storeTimeoutMs: 10_000 });
     await save(db, "kept", 1);

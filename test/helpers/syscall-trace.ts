@@ -4,15 +4,19 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 /**
- * One system call of a traced process, as `strace -f -yy -xx` printed it.
+ * One system call of a traced process, as `strace -f -ttt -yy -xx` printed it.
  * `start` and `end` are positions in the trace (0-based, one per printed
- * line): `start` is where the call was entered, `end` where it returned. When
- * a call of one thread is entered after a call of another thread returned,
- * its `start` is greater than that call's `end`.
+ * line): `start` is where the call was entered, `end` where it returned. One
+ * strace prints the calls of every process it traces in the order it saw
+ * them, and a traced thread waits while strace prints, so when a call of one
+ * thread (of any traced process) is entered after a call of another thread
+ * returned, its `start` is greater than that call's `end`.
  */
 export interface Syscall {
   /** Thread id. */
   tid: number;
+  /** When the call was entered (or its line printed): seconds since the epoch, to the microsecond (`-ttt`); NaN when not printed. */
+  time: number;
   /** e.g. `pwrite64`, `fsync`, `writev`, `read`. */
   name: string;
   /** First argument when it is a file descriptor. */
@@ -52,17 +56,22 @@ export function traceUnavailable(): string | undefined {
 }
 
 /**
- * Attaches `strace -f` to every thread of process `pid`, recording the named
- * system calls with their descriptors resolved (`-yy`) and complete buffers
- * in hex (`-xx`, up to `maxBytes` per buffer). Resolves once strace reports
- * it is attached to every thread, so every call made after that is recorded.
+ * Attaches one `strace -f` to every thread of process `pid` (or of each
+ * process in `pid`, in one trace, so calls of different processes are
+ * ordered against each other), recording the named system calls with
+ * timestamps (`-ttt`), their descriptors resolved (`-yy`) and complete
+ * buffers in hex (`-xx`, up to `maxBytes` per buffer). Resolves once strace
+ * reports it is attached to every thread of every process, so every call
+ * made after that is recorded.
  *
  * @throws Error with strace's message when it cannot attach.
  */
-export async function traceSyscalls(pid: number, syscalls: readonly string[], maxBytes = 1 << 20): Promise<SyscallTrace> {
+export async function traceSyscalls(pid: number | readonly number[], syscalls: readonly string[], maxBytes = 1 << 20): Promise<SyscallTrace> {
+  const pids = typeof pid === "number" ? [pid] : pid;
   const dir = mkdtempSync(join(tmpdir(), "mecatl-strace-"));
   const out = join(dir, "trace");
-  const proc = spawn("strace", ["-f", "-yy", "-xx", "-s", String(maxBytes), "-e", `trace=${syscalls.join(",")}`, "-e", "signal=none", "-o", out, "-p", String(pid)], {
+  const targets = pids.flatMap((p) => ["-p", String(p)]);
+  const proc = spawn("strace", ["-f", "-ttt", "-yy", "-xx", "-s", String(maxBytes), "-e", `trace=${syscalls.join(",")}`, "-e", "signal=none", "-o", out, ...targets], {
     stdio: ["ignore", "ignore", "pipe"],
   });
   let stderr = "";
@@ -71,9 +80,9 @@ export async function traceSyscalls(pid: number, syscalls: readonly string[], ma
     proc.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
       stderr += chunk;
       // "Process N attached" (one thread) or "Process N attached with K threads": printed once every thread is.
-      if (new RegExp(`Process ${pid} attached`).test(stderr)) resolve();
+      if (pids.every((p) => new RegExp(`Process ${p} attached`).test(stderr))) resolve();
     });
-    void exited.then((code) => reject(new Error(`strace exited (${code}) before attaching to ${pid}: ${stderr.trim()}`)));
+    void exited.then((code) => reject(new Error(`strace exited (${code}) before attaching to ${pids.join(", ")}: ${stderr.trim()}`)));
   });
   return {
     async stop() {
@@ -88,7 +97,7 @@ export async function traceSyscalls(pid: number, syscalls: readonly string[], ma
   };
 }
 
-const LINE = /^(\d+) +(.*)$/;
+const LINE = /^(\d+) +(?:(\d+\.\d+) +)?(.*)$/;
 const UNFINISHED = " <unfinished ...>";
 const RESUMED = /^<\.\.\. (\w+) resumed>(.*)$/;
 const CALL = /^(\w+)\((.*)\) += (.*)$/s;
@@ -96,22 +105,23 @@ const FD = /^(\d+)<(.+?)>(?:,|$)/;
 const STRING = /"((?:\\x[0-9a-f]{2})*)"/g;
 
 /**
- * Parses `strace -f -yy -xx` output into {@link Syscall}s ordered by entry.
+ * Parses `strace -f [-ttt] -yy -xx` output into {@link Syscall}s ordered by entry.
  * A call another thread interrupted (`<unfinished ...>` / `<... resumed>`)
  * is joined back into one.
  */
 export function parseTrace(text: string): Syscall[] {
   const calls: Syscall[] = [];
-  const open = new Map<number, { text: string; start: number }>();
+  const open = new Map<number, { text: string; start: number; time: number }>();
   const lines = text.split("\n");
   for (const [index, line] of lines.entries()) {
     const m = LINE.exec(line);
     if (m === null) continue;
     const tid = Number(m[1]);
-    let body = m[2]!;
+    let time = m[2] === undefined ? NaN : Number(m[2]);
+    let body = m[3]!;
     let start = index;
     if (body.endsWith(UNFINISHED)) {
-      open.set(tid, { text: body.slice(0, -UNFINISHED.length), start: index });
+      open.set(tid, { text: body.slice(0, -UNFINISHED.length), start: index, time });
       continue;
     }
     const resumed = RESUMED.exec(body);
@@ -121,6 +131,7 @@ export function parseTrace(text: string): Syscall[] {
       open.delete(tid);
       body = head.text + resumed[2]!;
       start = head.start;
+      time = head.time;
     }
     const call = CALL.exec(body);
     if (call === null) continue;
@@ -129,7 +140,7 @@ export function parseTrace(text: string): Syscall[] {
     const data = Buffer.concat([...args.matchAll(STRING)].map((s) => Buffer.from(s[1]!.replaceAll("\\x", ""), "hex")));
     // -xx escapes paths too.
     const target = fd?.[2]?.replace(/\\x([0-9a-f]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
-    calls.push({ tid, name: call[1]!, fd: fd === null ? undefined : Number(fd[1]), target, data, result: call[3]!, start, end: index });
+    calls.push({ tid, time, name: call[1]!, fd: fd === null ? undefined : Number(fd[1]), target, data, result: call[3]!, start, end: index });
   }
   return calls.sort((a, b) => a.start - b.start);
 }
@@ -176,6 +187,68 @@ export function ackAfterSync(calls: readonly Syscall[], marker: string, rules: D
   const sync = calls.find((c) => c.start > store.end && c.tid === store.tid && rules.isSync(c));
   if (sync === undefined || sync.end > reply.start) {
     return `the request carrying ${marker} was answered (line ${reply.start}) after its record was written (line ${store.start}) but ${sync === undefined ? "never synced" : `before the sync returned (line ${sync.end})`}`;
+  }
+  return undefined;
+}
+
+/**
+ * True when `data`, the bytes of one write on an HTTP/2 connection, holds a
+ * HEADERS frame (type 1): walks the frames from the start of the buffer
+ * (9-byte header: 24-bit length, type, flags, stream id). A server's answer
+ * to a gRPC call starts with one.
+ */
+export function holdsHttp2Headers(data: Buffer): boolean {
+  for (let at = 0; at + 9 <= data.length; at += 9 + data.readUIntBE(at, 3)) if (data[at + 3] === 1) return true;
+  return false;
+}
+
+/** What {@link answeredAfterStoreSync} looks for in one trace of a server and of the store server behind it. */
+export interface RelayedDurabilityRules {
+  /** A read of a client's request by the server (e.g. the driver reading its listening port's connection). */
+  isRequest(c: Syscall): boolean;
+  /** The server's answer on the request's connection (e.g. a write holding an HTTP/2 HEADERS frame). */
+  isReply(c: Syscall): boolean;
+  /** The store server writing a record to its files (e.g. redis-server writing its AOF). */
+  isStore(c: Syscall): boolean;
+  /** The store server making those files durable (fsync / fdatasync of them, returning 0). */
+  isSync(c: Syscall): boolean;
+}
+
+/**
+ * Checks, in one trace of a server and of the store server it writes to
+ * ({@link traceSyscalls} with both pids), that each call carrying `marker`
+ * was answered to its client only after every record the store server wrote
+ * for it was synced (issue 15: the driver's OK follows the store's fsync,
+ * not merely the store's reply). A call is the first request read carrying
+ * `marker` and the first answer on its connection after it; its records are
+ * the store writes carrying `marker` from that read until the next call
+ * carrying `marker` is read (so a record written after the answer counts
+ * against it). Each must be followed, on the store's thread that wrote it,
+ * by a sync that returned before the answer was written.
+ *
+ * @returns undefined when the trace shows that order for every such call,
+ *   otherwise what it shows instead (with the trace's timestamps).
+ */
+export function answeredAfterStoreSync(calls: readonly Syscall[], marker: string, rules: RelayedDurabilityRules): string | undefined {
+  const needle = Buffer.from(marker);
+  const at = (c: Syscall) => `line ${c.start}, ${c.time.toFixed(6)}`;
+  const requests = calls.filter((c) => rules.isRequest(c) && c.data.includes(needle));
+  if (requests.length === 0) return `no request carrying ${marker} was read`;
+  for (let request: Syscall | undefined = requests[0]; request !== undefined; ) {
+    const r: Syscall = request;
+    const reply = calls.find((c) => c.start > r.end && c.fd === r.fd && c.tid === r.tid && rules.isReply(c));
+    if (reply === undefined) return `the request carrying ${marker} (${at(r)}) was never answered`;
+    const next = requests.find((c) => c.start > reply.start);
+    const stores = calls.filter((c) => rules.isStore(c) && c.data.includes(needle) && c.start > r.start && (next === undefined || c.start < next.start));
+    if (stores.length === 0) return `the request carrying ${marker} was answered (${at(reply)}) but nothing carrying it reached the store's files`;
+    for (const store of stores) {
+      if (store.start > reply.start) return `the request carrying ${marker} was answered (${at(reply)}) before the store wrote its record (${at(store)})`;
+      const sync = calls.find((c) => c.start > store.end && c.tid === store.tid && rules.isSync(c));
+      if (sync === undefined || sync.end > reply.start) {
+        return `the request carrying ${marker} was answered (${at(reply)}) after the store wrote its record (${at(store)}) but ${sync === undefined ? "the store never synced it" : `before the store's sync returned (line ${sync.end})`}`;
+      }
+    }
+    request = next;
   }
   return undefined;
 }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { Code } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus as Status } from "../../gen/grpc/health/v1/health_pb.js";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { spawnRedis, type SpawnedRedis } from "../helpers/redis-server.js";
@@ -34,8 +34,10 @@ describe("grpc.health.v1 follows the backend", () => {
     const watching = (async () => {
       try {
         for await (const r of health.watch({ service: "mecatl.driver.v1.SessionStoreService" }, { signal: abort.signal })) seen.push(r.status);
-      } catch {
-        // cancelled at the end of the test
+        return "stream ended";
+      } catch (err) {
+        // Cancelled at the end of the test, and only then: the outage must not end the Watch.
+        return abort.signal.aborted ? Code[ConnectError.from(err).code] : `ended before the abort: ${String(err)}`;
       }
     })();
     await waitFor(() => seen.includes(Status.SERVING), 5000, "Watch to report SERVING");
@@ -49,6 +51,6 @@ describe("grpc.health.v1 follows the backend", () => {
     await waitFor(() => seen.lastIndexOf(Status.SERVING) > seen.indexOf(Status.NOT_SERVING) && seen.includes(Status.NOT_SERVING), 5000, "Watch to report NOT_SERVING then SERVING");
     expect((await grpcClient(SessionStoreService, server.address).list({})).sessions).toEqual([]);
     abort.abort();
-    await watching;
+    expect(await watching).toBe("Canceled");
   });
 });

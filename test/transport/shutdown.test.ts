@@ -8,11 +8,13 @@ import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { startServer } from "../helpers/server.js";
 import { grpcClient, grpcClientWithSentSignal } from "../helpers/clients.js";
+import { METRICS_FLAGS, rpcsInFlight } from "../helpers/metrics.js";
+import { waitFor } from "../helpers/wait.js";
 
 describe("graceful shutdown on SIGTERM", () => {
   test("an in-flight Save finishes and is durable; open streams end with UNAVAILABLE; exit code 0", async () => {
     const store = `sqlite:${join(mkdtempSync(join(tmpdir(), "mecatl-shutdown-")), "db.sqlite")}`;
-    const server = await startServer(["--store", store]);
+    const server = await startServer(["--store", store, ...METRICS_FLAGS]);
     const { client, sent } = grpcClientWithSentSignal(SessionStoreService, server.address);
     const streamEnd = (async () => {
       try {
@@ -25,9 +27,14 @@ describe("graceful shutdown on SIGTERM", () => {
       }
     })();
     const payload = randomBytes(48 * 1024 * 1024);
-    const saving = client.save({ sessionId: "in-flight", snapshot: { format: "sessnap-json/1", payload } });
-    // Once all 48 MiB are written the server has read them (flow control): the call is in flight there.
+    let answered = false;
+    const saving = client.save({ sessionId: "in-flight", snapshot: { format: "sessnap-json/1", payload } }).finally(() => (answered = true));
+    saving.catch(() => undefined);
     await sent("Save");
+    // The server says its Save handler is running (not merely that the client sent it all), and the
+    // client has no answer yet: the call is in flight when SIGTERM arrives.
+    await waitFor(async () => (await rpcsInFlight(server.metricsAddress!, "Save")) === 1 || answered, 30_000, "the server to report the Save in flight");
+    expect(answered, "the Save was answered before it was seen in flight").toBe(false);
     const exit = server.stop();
     await saving;
     expect(await exit).toBe(0);
