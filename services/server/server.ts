@@ -22,6 +22,7 @@ import { parseListenAddress, formatListenAddress, isLocalListenAddress, type Lis
 import { readTls, type TlsFiles, type TlsMaterial } from "./tls.js";
 import { logPeerTlsError, notePeers, type FailedTlsSocket } from "./tls-peer.js";
 import { grpcSocketServer } from "./grpc-listener.js";
+import { watchConnectPeers, type ConnectKeepalive } from "./connect-keepalive.js";
 import { StartGate } from "./start-gate.js";
 import { tracingSettings } from "./tracing-settings.js";
 import { startTracing } from "./tracing-sdk.js";
@@ -176,7 +177,7 @@ interface ConnectListener {
   serve(mounted: MountedService[]): void;
 }
 
-async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, admission: AdmissionOptions, gate: StartGate, logger: Logger): Promise<ConnectListener> {
+async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, admission: AdmissionOptions, keepalive: ConnectKeepalive, gate: StartGate, logger: Logger): Promise<ConnectListener> {
   let handler: ((req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse) => void) | undefined;
   const gated = (req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse) =>
     gate.admit(
@@ -188,6 +189,7 @@ async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, 
       ? createHttpServer(gated)
       : createSecureServer({ allowHTTP1: true, cert: tls.cert, key: tls.key, ca: tls.clientCa, requestCert: tls.clientCa !== undefined, rejectUnauthorized: tls.clientCa !== undefined }, gated);
   if (tls !== undefined) notePeers(server);
+  watchConnectPeers(server, keepalive, logger);
   server.on("tlsClientError", (err: NodeJS.ErrnoException, socket: FailedTlsSocket) => logPeerTlsError(logger, "Connect", err, socket, server));
   const address = await listenOn(server, addr, "--connect-listen");
   return {
@@ -264,7 +266,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const address = await listenOn(grpcListener, grpcAddr, "--listen");
     let connect: ConnectListener | undefined;
     if (connectAddr !== undefined) {
-      const listening = listenConnect(connectAddr, tls, admission, gate, logger);
+      const listening = listenConnect(connectAddr, tls, admission, options.connections, gate, logger);
       cleanup.push(() => void listening.then((c) => c.server.close(), () => undefined));
       connect = await listening;
     }
