@@ -3,13 +3,13 @@ import { createServer as createHttpServer, type IncomingMessage, type Server as 
 import { createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import { existsSync, lstatSync, unlinkSync } from "node:fs";
 import { connect, type Server as NetServer } from "node:net";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { openBackend, backendProblem, onBackendHealthChange, closeBackend, type BackendOptions, type Backend } from "../storage/backend.js";
 import { StartupError } from "../storage/redis-connection.js";
 import { refuseUnfinishedCopy } from "../storage/copy/unfinished-copy.js";
 import { mountOnGrpc, OpenStreams, type AnyServiceImpl } from "./grpc-adapter.js";
-import { connectAdmission, grpcAdmission, type AdmissionOptions } from "./admission.js";
+import { grpcAdmission, type AdmissionOptions } from "./admission.js";
+import { connectHandler } from "./connect-handler.js";
 import { InflightBudget } from "./inflight-budget.js";
 import { memoryTrimmer } from "./memory-trim.js";
 import { instrument } from "./instrument.js";
@@ -187,7 +187,21 @@ async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, 
   const server =
     tls === undefined
       ? createHttpServer(gated)
-      : createSecureServer({ allowHTTP1: true, cert: tls.cert, key: tls.key, ca: tls.clientCa, requestCert: tls.clientCa !== undefined, rejectUnauthorized: tls.clientCa !== undefined }, gated);
+      : createSecureServer(
+          {
+            allowHTTP1: true,
+            cert: tls.cert,
+            key: tls.key,
+            ca: tls.clientCa,
+            requestCert: tls.clientCa !== undefined,
+            rejectUnauthorized: tls.clientCa !== undefined,
+            // Node refuses new streams (ENHANCE_YOUR_CALM) on a session with more than this many MiB queued,
+            // 10 by default: one large answer to a slow reader would block the session's other calls. The
+            // in-flight budget bounds those bytes instead (each counted 3 times, so a third of it at most).
+            maxSessionMemory: Math.max(10, Math.ceil(admission.budget.limitBytes / (1024 * 1024))),
+          },
+          gated,
+        );
   if (tls !== undefined) notePeers(server);
   watchConnectPeers(server, keepalive, logger);
   server.on("tlsClientError", (err: NodeJS.ErrnoException, socket: FailedTlsSocket) => logPeerTlsError(logger, "Connect", err, socket, server));
@@ -196,14 +210,7 @@ async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, 
     server,
     address,
     serve(mounted) {
-      const connectHandler = connectNodeAdapter({
-        readMaxBytes: MAX_MESSAGE_BYTES,
-        writeMaxBytes: MAX_MESSAGE_BYTES,
-        routes: (router) => {
-          for (const m of mounted) router.service(m.desc, m.impl as never);
-        },
-      });
-      handler = connectAdmission(connectHandler, admission);
+      handler = connectHandler(mounted, admission, MAX_MESSAGE_BYTES);
     },
   };
 }
