@@ -57,14 +57,14 @@ export interface ServerOptions {
   settings: ServiceSettings;
   /** Milliseconds unary calls may take to finish after SIGTERM. */
   shutdownGraceMs: number;
-  /** Connection limits of the gRPC listener (issue 9: dead peers, rebalancing). */
+  /** Connection limits of the gRPC listener (issue 9: dead peers, rebalancing); the Connect listener takes its keepalive. */
   connections: ConnectionLimits;
   /** Budget for request and answer bytes in flight, in bytes (`--max-inflight-bytes`). */
   maxInflightBytes: number;
   logLevel: string;
 }
 
-/** Keepalive and connection limits of the gRPC listener. */
+/** Keepalive and connection limits of the gRPC listener (keepalive also on the Connect listener, connect-keepalive.ts). */
 export interface ConnectionLimits {
   /** Milliseconds between keepalive pings on each connection (`--keepalive-time`). */
   keepaliveTimeMs: number;
