@@ -1,5 +1,5 @@
 import * as grpc from "@grpc/grpc-js";
-import type { Http2ServerRequest, Http2ServerResponse, ServerHttp2Stream } from "node:http2";
+import { constants, type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Stream } from "node:http2";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
@@ -118,11 +118,12 @@ export function connectAdmission<Req extends AnyRequest, Res extends AnyResponse
     }
     const bytes = new ConnectCallBytes(options.budget);
     // The answer is written (an HTTP/2 response's own "finish" waits for its stream to close): give
-    // back the call's bytes, and discard what of the body was left unread (a request refused midway),
-    // or the HTTP/2 stream would wait for it to be read and never close.
+    // back the call's bytes. A body left unread (a request refused midway) is not read on: HTTP/2
+    // asks the client to stop sending it (RST_STREAM NO_ERROR after the complete answer, RFC 9113
+    // section 8.1), else the stream would wait for it forever; Node discards an HTTP/1.1 one.
     ("stream" in res ? res.stream : res).once("finish", () => {
       bytes.end();
-      req.resume();
+      if (!req.complete && "stream" in req) req.stream.close(constants.NGHTTP2_NO_ERROR);
     });
     res.once("close", () => bytes.end());
     const declared = Number(req.headers["content-length"]);

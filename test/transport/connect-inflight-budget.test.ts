@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { connect, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
+import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
 import { request as httpsRequest } from "node:https";
 import { Code, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -40,6 +40,13 @@ async function sendUntilAnswered(out: NodeJS.WritableStream, answered: Promise<u
   }
   if (!done) out.end();
   return sent;
+}
+
+/** Resolves with `promise`, or rejects naming `what` after `ms` (a bound on a hang, not a timing). */
+function withinMs<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms)));
+  return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -118,7 +125,9 @@ describe("the memory budget for bytes in flight on the Connect listener (--max-i
     expect(refusal.body).toMatchObject({ code: "resource_exhausted", message: expect.stringMatching(/request of at least \d+ bytes.*--max-inflight-bytes/) });
     // The server stopped reading at its share of the budget (16 MiB); HTTP/2 flow control held the rest back.
     expect(sentBytes).toBeLessThan(18 * MiB);
-    stream.close();
+    // The server asks for no more of the body (RST_STREAM NO_ERROR after its answer): the stream closes without the rest.
+    await withinMs(10_000, "the server to close the refused request's stream", new Promise((resolve) => (stream.closed ? resolve(undefined) : stream.once("close", resolve))));
+    expect(stream.rstCode).toBe(constants.NGHTTP2_NO_ERROR);
     await waitFor(async () => (await inflight()) === 0, 10_000, "the refused request's bytes to be given back");
     await expectCode(client().load({ sessionId: "h2-huge" }), Code.NotFound);
   });
