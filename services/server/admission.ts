@@ -1,10 +1,12 @@
 import * as grpc from "@grpc/grpc-js";
-import type { Http2ServerRequest, Http2ServerResponse, ServerHttp2Stream } from "node:http2";
+import { constants, type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Stream } from "node:http2";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import type { TokenFile } from "./auth.js";
 import type { InflightBudget } from "./inflight-budget.js";
+import { ConnectCallBytes } from "./connect-call-bytes.js";
 
 /** What is checked before a request's body is read. */
 export interface AdmissionOptions {
@@ -96,63 +98,82 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
 /**
  * Wraps the Connect listener's request handler with the same admission as
  * {@link grpcAdmission}: the bearer token is checked from the headers before
- * connect-node reads the body (UNAUTHENTICATED in the caller's protocol:
- * Connect, gRPC or gRPC-Web), health is open, and a request that declares
- * its `content-length` takes that many bytes from the in-flight budget before
- * its body is read (waiting for room, or RESOURCE_EXHAUSTED), given back when
- * the response closes. Bodies of unknown length are bounded only by the
- * message limit.
+ * the body is read (UNAUTHENTICATED in the caller's protocol: Connect, gRPC
+ * or gRPC-Web), health is open, and a request that declares its
+ * `content-length` takes that many bytes from the in-flight budget before its
+ * body is read (waiting for room, or RESOURCE_EXHAUSTED). `handler` gets the
+ * call's {@link ConnectCallBytes} to charge the rest (a body of unknown
+ * length, the answer); all of it is given back once the answer is written
+ * or the response closes, whichever comes first.
  */
 export function connectAdmission<Req extends AnyRequest, Res extends AnyResponse>(
-  handler: (req: Req, res: Res) => void,
+  handler: (req: Req, res: Res, bytes: ConnectCallBytes) => void,
   options: AdmissionOptions,
 ): (req: Req, res: Res) => void {
   return (req, res) => {
-    if (req.url?.startsWith(HEALTH_PATH)) return handler(req, res);
-    const authorization = req.headers.authorization;
-    const problem = options.auth?.problem(Array.isArray(authorization) ? authorization[0] : authorization);
-    if (problem !== undefined) return refuseHttp(req, res, new ConnectError(problem, Code.Unauthenticated));
+    if (!req.url?.startsWith(HEALTH_PATH)) {
+      const authorization = req.headers.authorization;
+      const problem = options.auth?.problem(Array.isArray(authorization) ? authorization[0] : authorization);
+      if (problem !== undefined) return endWithError(req, res, new ConnectError(problem, Code.Unauthenticated));
+    }
+    const bytes = new ConnectCallBytes(options.budget);
+    // The answer is written (an HTTP/2 response's own "finish" waits for its stream to close): give
+    // back the call's bytes. A body left unread (a request refused midway) is not read on: HTTP/2
+    // asks the client to stop sending it (RST_STREAM NO_ERROR after the complete answer, RFC 9113
+    // section 8.1), else the stream would wait for it forever; Node discards an HTTP/1.1 one.
+    ("stream" in res ? res.stream : res).once("finish", () => {
+      bytes.end();
+      if (!req.complete && "stream" in req) req.stream.close(constants.NGHTTP2_NO_ERROR);
+    });
+    res.once("close", () => bytes.end());
     const declared = Number(req.headers["content-length"]);
-    if (!Number.isInteger(declared) || declared <= 0) return handler(req, res);
-    const admitted = () => {
-      res.once("close", () => options.budget.release(declared));
-      handler(req, res);
-    };
-    if (options.budget.tryTake(declared)) return admitted();
-    options.budget.take(declared, "request").then(admitted, (err: ConnectError) => refuseHttp(req, res, err));
+    if (!Number.isInteger(declared) || declared <= 0) return handler(req, res, bytes);
+    bytes.reserveRequest(declared).then(
+      () => handler(req, res, bytes),
+      (err: ConnectError) => endWithError(req, res, err),
+    );
   };
 }
 
-/** Ends an HTTP request with `err` in the protocol its content type names, without reading its body. */
-function refuseHttp(req: AnyRequest, res: AnyResponse, err: ConnectError): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
+/**
+ * Ends an HTTP call with `err` in the protocol its request's content type
+ * names, without reading the rest of its body. Before the answer's headers:
+ * a trailers-only gRPC answer, a Connect end-of-stream envelope, or a Connect
+ * unary error (JSON, the HTTP status the Connect protocol gives the code).
+ * After them (a stream refused midway): gRPC trailers, a gRPC-Web trailer
+ * frame or a Connect end-of-stream envelope; a Connect unary answer, whose
+ * headers go out with its whole body, is cut.
+ */
+export function endWithError(req: AnyRequest, res: AnyResponse, err: ConnectError): void {
+  if (res.writableEnded || res.destroyed) return;
+  const out = res as ServerResponse;
   const type = String(req.headers["content-type"] ?? "");
-  if (type.startsWith("application/grpc")) {
-    // gRPC and gRPC-Web: a trailers-only answer.
-    (res as ServerResponse).writeHead(200, { "content-type": type, "grpc-status": String(err.code), "grpc-message": encodeURIComponent(err.rawMessage) });
+  const grpcStatus = { "grpc-status": String(err.code), "grpc-message": encodeURIComponent(err.rawMessage) };
+  if (type.startsWith("application/grpc-web")) {
+    if (!res.headersSent) return void out.writeHead(200, { "content-type": type, ...grpcStatus }).end();
+    // A trailer frame: flag 0x80, then the trailers as HTTP/1 header lines.
+    out.end(envelope(0x80, Buffer.from(Object.entries(grpcStatus).map(([k, v]) => `${k}: ${v}\r\n`).join(""))));
+  } else if (type.startsWith("application/grpc")) {
+    if (!res.headersSent) return void out.writeHead(200, { "content-type": type, ...grpcStatus }).end();
+    out.addTrailers(grpcStatus);
+    out.end();
   } else if (type.startsWith("application/connect+")) {
-    // Connect streaming: HTTP 200 and one end-of-stream envelope (flag 0x02) holding the error as JSON.
-    const end = Buffer.from(JSON.stringify({ error: { code: connectCodeName(err.code), message: err.rawMessage } }));
-    const envelope = Buffer.alloc(5);
-    envelope.writeUInt8(0x02, 0);
-    envelope.writeUInt32BE(end.length, 1);
-    (res as ServerResponse).writeHead(200, { "content-type": type });
-    (res as ServerResponse).end(Buffer.concat([envelope, end]));
-    return;
+    // Connect streaming: one end-of-stream envelope (flag 0x02) holding the error as JSON.
+    if (!res.headersSent) out.writeHead(200, { "content-type": type });
+    out.end(envelope(0x02, Buffer.from(JSON.stringify({ error: { code: codeToString(err.code), message: err.rawMessage } }))));
+  } else if (!res.headersSent) {
+    // Connect unary. The unread body is discarded as it arrives (Node drains it after the answer), never buffered.
+    out.writeHead(codeToHttpStatus(err.code), { "content-type": "application/json" });
+    out.end(JSON.stringify({ code: codeToString(err.code), message: err.rawMessage }));
   } else {
-    // Connect unary: the error as JSON with the HTTP status the Connect protocol gives the code.
-    // The unread body is discarded as it arrives (Node drains it after the answer), never buffered.
-    (res as ServerResponse).writeHead(err.code === Code.Unauthenticated ? 401 : 429, { "content-type": "application/json" });
-    (res as ServerResponse).end(JSON.stringify({ code: connectCodeName(err.code), message: err.rawMessage }));
-    return;
+    res.destroy();
   }
-  res.end();
 }
 
-/** The Connect protocol's name of a code (`unauthenticated`, `resource_exhausted`). */
-function connectCodeName(code: Code): string {
-  return Code[code].replace(/[A-Z]/g, (c, i: number) => (i === 0 ? c : `_${c}`)).toLowerCase();
+/** A message of the gRPC-Web and Connect streaming framings: a flag byte, a 4-byte big-endian length, the bytes. */
+function envelope(flags: number, data: Buffer): Buffer {
+  const prefix = Buffer.alloc(GRPC_PREFIX_BYTES);
+  prefix.writeUInt8(flags, 0);
+  prefix.writeUInt32BE(data.length, 1);
+  return Buffer.concat([prefix, data]);
 }

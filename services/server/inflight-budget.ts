@@ -67,14 +67,18 @@ export class InflightBudget {
    * Takes `bytes`, waiting up to `waitMs` for room.
    *
    * @param what names the bytes in the error message ("request", "answer").
-   * @throws ConnectError RESOURCE_EXHAUSTED when they are larger than the
-   *   budget, or no room was made within `waitMs`.
+   * @param heldBytes bytes of the same message already taken (a request of
+   *   unknown length taking more as it arrives): with them, `bytes` must
+   *   still fit in the whole budget.
+   * @throws ConnectError RESOURCE_EXHAUSTED when they (with `heldBytes`) are
+   *   larger than the budget, or no room was made within `waitMs`.
    */
-  async take(bytes: number, what: string): Promise<void> {
+  async take(bytes: number, what: string, heldBytes = 0): Promise<void> {
     const charge = bytes * HELD_COPIES;
-    if (charge > this.limitBytes) {
+    const whole = (heldBytes + bytes) * HELD_COPIES;
+    if (whole > this.limitBytes) {
       throw new ConnectError(
-        `this ${what} of ${bytes} bytes needs ${charge} bytes of the server's memory budget for bytes in flight (${HELD_COPIES} copies), more than all of it (--max-inflight-bytes ${this.limitBytes})`,
+        `this ${what} of ${heldBytes > 0 ? "at least " : ""}${heldBytes + bytes} bytes needs ${whole} bytes of the server's memory budget for bytes in flight (${HELD_COPIES} copies), more than all of it (--max-inflight-bytes ${this.limitBytes})`,
         Code.ResourceExhausted,
       );
     }

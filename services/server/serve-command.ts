@@ -306,7 +306,7 @@ export function serveCommand(): Command {
         .argParser(parseDuration),
     )
     .addOption(
-      new Option("--keepalive-time <duration>", "ping each gRPC connection this often; a peer that does not answer is dropped and its streams end")
+      new Option("--keepalive-time <duration>", "ping each gRPC connection (and HTTP/2 Connect connection) this often; a peer that does not answer is dropped and its streams end; HTTP/1.1 connections get TCP keepalive")
         .default(30_000, "30s")
         .argParser(parseDuration),
     )

@@ -3,13 +3,13 @@ import { createServer as createHttpServer, type IncomingMessage, type Server as 
 import { createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import { existsSync, lstatSync, unlinkSync } from "node:fs";
 import { connect, type Server as NetServer } from "node:net";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { openBackend, backendProblem, onBackendHealthChange, onDurabilityCheck, closeBackend, type BackendOptions, type Backend } from "../storage/backend.js";
 import { StartupError } from "../storage/redis-connection.js";
 import { refuseUnfinishedCopy } from "../storage/copy/unfinished-copy.js";
 import { mountOnGrpc, OpenStreams, type AnyServiceImpl } from "./grpc-adapter.js";
-import { connectAdmission, grpcAdmission, type AdmissionOptions } from "./admission.js";
+import { grpcAdmission, type AdmissionOptions } from "./admission.js";
+import { connectHandler } from "./connect-handler.js";
 import { InflightBudget } from "./inflight-budget.js";
 import { memoryTrimmer } from "./memory-trim.js";
 import { instrument } from "./instrument.js";
@@ -22,6 +22,7 @@ import { parseListenAddress, formatListenAddress, isLocalListenAddress, type Lis
 import { readTls, type TlsFiles, type TlsMaterial } from "./tls.js";
 import { logPeerTlsError, notePeers, type FailedTlsSocket } from "./tls-peer.js";
 import { grpcSocketServer } from "./grpc-listener.js";
+import { watchConnectPeers, type ConnectKeepalive } from "./connect-keepalive.js";
 import { StartGate } from "./start-gate.js";
 import { tracingSettings } from "./tracing-settings.js";
 import { startTracing } from "./tracing-sdk.js";
@@ -56,14 +57,14 @@ export interface ServerOptions {
   settings: ServiceSettings;
   /** Milliseconds unary calls may take to finish after SIGTERM. */
   shutdownGraceMs: number;
-  /** Connection limits of the gRPC listener (issue 9: dead peers, rebalancing). */
+  /** Connection limits of the gRPC listener (issue 9: dead peers, rebalancing); the Connect listener takes its keepalive. */
   connections: ConnectionLimits;
   /** Budget for request and answer bytes in flight, in bytes (`--max-inflight-bytes`). */
   maxInflightBytes: number;
   logLevel: string;
 }
 
-/** Keepalive and connection limits of the gRPC listener. */
+/** Keepalive and connection limits of the gRPC listener (keepalive also on the Connect listener, connect-keepalive.ts). */
 export interface ConnectionLimits {
   /** Milliseconds between keepalive pings on each connection (`--keepalive-time`). */
   keepaliveTimeMs: number;
@@ -176,7 +177,7 @@ interface ConnectListener {
   serve(mounted: MountedService[]): void;
 }
 
-async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, admission: AdmissionOptions, gate: StartGate, logger: Logger): Promise<ConnectListener> {
+async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, admission: AdmissionOptions, keepalive: ConnectKeepalive, gate: StartGate, logger: Logger): Promise<ConnectListener> {
   let handler: ((req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse) => void) | undefined;
   const gated = (req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse) =>
     gate.admit(
@@ -186,22 +187,30 @@ async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, 
   const server =
     tls === undefined
       ? createHttpServer(gated)
-      : createSecureServer({ allowHTTP1: true, cert: tls.cert, key: tls.key, ca: tls.clientCa, requestCert: tls.clientCa !== undefined, rejectUnauthorized: tls.clientCa !== undefined }, gated);
+      : createSecureServer(
+          {
+            allowHTTP1: true,
+            cert: tls.cert,
+            key: tls.key,
+            ca: tls.clientCa,
+            requestCert: tls.clientCa !== undefined,
+            rejectUnauthorized: tls.clientCa !== undefined,
+            // Node refuses new streams (ENHANCE_YOUR_CALM) on a session with more than this many MiB queued,
+            // 10 by default: one large answer to a slow reader would block the session's other calls. The
+            // in-flight budget bounds those bytes instead (each counted 3 times, so a third of it at most).
+            maxSessionMemory: Math.max(10, Math.ceil(admission.budget.limitBytes / (1024 * 1024))),
+          },
+          gated,
+        );
   if (tls !== undefined) notePeers(server);
+  watchConnectPeers(server, keepalive, logger);
   server.on("tlsClientError", (err: NodeJS.ErrnoException, socket: FailedTlsSocket) => logPeerTlsError(logger, "Connect", err, socket, server));
   const address = await listenOn(server, addr, "--connect-listen");
   return {
     server,
     address,
     serve(mounted) {
-      const connectHandler = connectNodeAdapter({
-        readMaxBytes: MAX_MESSAGE_BYTES,
-        writeMaxBytes: MAX_MESSAGE_BYTES,
-        routes: (router) => {
-          for (const m of mounted) router.service(m.desc, m.impl as never);
-        },
-      });
-      handler = connectAdmission(connectHandler, admission);
+      handler = connectHandler(mounted, admission, MAX_MESSAGE_BYTES);
     },
   };
 }
@@ -264,7 +273,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const address = await listenOn(grpcListener, grpcAddr, "--listen");
     let connect: ConnectListener | undefined;
     if (connectAddr !== undefined) {
-      const listening = listenConnect(connectAddr, tls, admission, gate, logger);
+      const listening = listenConnect(connectAddr, tls, admission, options.connections, gate, logger);
       cleanup.push(() => void listening.then((c) => c.server.close(), () => undefined));
       connect = await listening;
     }

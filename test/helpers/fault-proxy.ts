@@ -72,6 +72,8 @@ export interface FaultProxy {
  */
 export async function startFaultProxy(upstreamPort: number, upstreamHost = "127.0.0.1"): Promise<FaultProxy> {
   const pairs = new Set<Pair>();
+  /** Every socket still open, those of pairs a black hole dropped included (closed by {@link FaultProxy.close}). */
+  const sockets = new Set<Socket>();
   let mode: FaultMode = "pass";
   let accepted = 0;
   const bytes = { up: 0, down: 0 };
@@ -124,6 +126,10 @@ export async function startFaultProxy(upstreamPort: number, upstreamHost = "127.
     const upstream = connect(upstreamPort, upstreamHost);
     const pair: Pair = { client, upstream };
     pairs.add(pair);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.once("close", () => sockets.delete(s));
+    }
     client.setNoDelay(true);
     upstream.setNoDelay(true);
     forward(client, upstream, pair, true);
@@ -179,10 +185,7 @@ export async function startFaultProxy(upstreamPort: number, upstreamHost = "127.
       pairs.clear();
     },
     async close() {
-      for (const p of pairs) {
-        p.client.destroy();
-        p.upstream.destroy();
-      }
+      for (const s of sockets) s.destroy();
       pairs.clear();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },

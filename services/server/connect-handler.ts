@@ -1,0 +1,39 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { ConnectError, createConnectRouter } from "@connectrpc/connect";
+import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import { connectAdmission, endWithError, type AdmissionOptions } from "./admission.js";
+import type { MountedService } from "./service-registry.js";
+
+type AnyRequest = IncomingMessage | Http2ServerRequest;
+type AnyResponse = ServerResponse | Http2ServerResponse;
+
+/**
+ * The Connect listener's request handler for `mounted` (Connect, gRPC and
+ * gRPC-Web protocols, what connect-node's `connectNodeAdapter` serves, with
+ * gzip and brotli accepted): admitted by {@link connectAdmission}, with the
+ * request body read and the answer written through the call's share of the
+ * in-flight budget (connect-call-bytes.ts), so bytes of unknown length and
+ * answers are counted as on the gRPC listener. An answer refused by the
+ * budget, or any failure after the handler ran, ends the call in its
+ * protocol ({@link endWithError}). An unknown path is HTTP 404.
+ *
+ * @param maxMessageBytes largest message read or written, in bytes.
+ */
+export function connectHandler(mounted: readonly MountedService[], admission: AdmissionOptions, maxMessageBytes: number): (req: AnyRequest, res: AnyResponse) => void {
+  const router = createConnectRouter({ readMaxBytes: maxMessageBytes, writeMaxBytes: maxMessageBytes, acceptCompression: [compressionGzip, compressionBrotli] });
+  for (const m of mounted) router.service(m.desc, m.impl as never);
+  const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
+  return connectAdmission((req: AnyRequest, res: AnyResponse, bytes) => {
+    const handler = handlers.get(req.url?.split("?", 1)[0] ?? "");
+    if (handler === undefined) {
+      res.writeHead(404);
+      res.end();
+      return;
+    }
+    const request = universalRequestFromNodeRequest(req, res, undefined, undefined);
+    handler({ ...request, body: bytes.chargedRequest(request.body as AsyncIterable<Uint8Array>) })
+      .then((answer) => universalResponseToNodeResponse({ ...answer, body: answer.body && bytes.chargedAnswer(answer.body) }, res))
+      .catch((err: unknown) => endWithError(req, res, ConnectError.from(err)));
+  }, admission);
+}
