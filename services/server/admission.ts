@@ -111,12 +111,14 @@ export function connectAdmission<Req extends AnyRequest, Res extends AnyResponse
   options: AdmissionOptions,
 ): (req: Req, res: Res) => void {
   return (req, res) => {
-    if (!req.url?.startsWith(HEALTH_PATH)) {
+    const health = req.url?.startsWith(HEALTH_PATH) === true;
+    if (!health) {
       const authorization = req.headers.authorization;
       const problem = options.auth?.problem(Array.isArray(authorization) ? authorization[0] : authorization);
       if (problem !== undefined) return endWithError(req, res, new ConnectError(problem, Code.Unauthenticated));
     }
-    const bytes = new ConnectCallBytes(options.budget);
+    // Health is open and never waits for room, as on the gRPC listener: a probe must answer while big calls fill the budget.
+    const bytes = new ConnectCallBytes(health ? undefined : options.budget);
     // The answer is written (an HTTP/2 response's own "finish" waits for its stream to close): give
     // back the call's bytes. A body left unread (a request refused midway) is not read on: HTTP/2
     // asks the client to stop sending it (RST_STREAM NO_ERROR after the complete answer, RFC 9113

@@ -28,7 +28,8 @@ export class ConnectCallBytes {
   private answerHeld = 0;
   private ended = false;
 
-  constructor(private readonly budget: InflightBudget) {}
+  /** @param budget the process's budget; undefined for a call that is not charged (health, like on the gRPC listener). */
+  constructor(private readonly budget: InflightBudget | undefined) {}
 
   /**
    * Takes `bytes` of request (a declared `content-length`) before the body is read.
@@ -78,19 +79,20 @@ export class ConnectCallBytes {
   /** The call has ended (its answer written, or its response closed): gives back everything it holds; later takes fail. Idempotent. */
   end(): void {
     this.ended = true;
-    this.budget.release(this.requestHeld);
+    this.budget?.release(this.requestHeld);
     this.requestHeld = 0;
     this.releaseAnswer();
   }
 
   private releaseAnswer(): void {
-    this.budget.release(this.answerHeld);
+    this.budget?.release(this.answerHeld);
     this.answerHeld = 0;
   }
 
   /** Takes `bytes`, waiting for room; gives them back at once if the call ended meanwhile. */
   private async take(bytes: number, what: string, heldBytes = 0): Promise<void> {
     if (this.ended) throw clientGone();
+    if (this.budget === undefined) return;
     if (!this.budget.tryTake(bytes)) await this.budget.take(bytes, what, heldBytes);
     if (this.ended) {
       this.budget.release(bytes);

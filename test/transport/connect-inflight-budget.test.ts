@@ -5,6 +5,7 @@ import { Code, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { LoadRequestSchema, SaveRequestSchema, SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { Health, HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { MAX_MESSAGE_BYTES } from "../helpers/clients.js";
 import { makePki, type TestPki } from "../helpers/certs.js";
@@ -172,6 +173,11 @@ describe("the memory budget for bytes in flight on the Connect listener (--max-i
 
     const err = await expectCode(client().load({ sessionId: "big" }), Code.ResourceExhausted);
     expect(err.rawMessage).toMatch(/budget.*full.*answer/);
+    // Health is not charged (as on the gRPC listener): a probe answers at once while the budget is too full for a large call.
+    const health = createClient(Health, createConnectTransport({ baseUrl, httpVersion: "2", nodeOptions: { ca: pki.read(pki.caCert) } }));
+    const probed = performance.now();
+    expect((await health.check({ service: "" }, { timeoutMs: 5_000 })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    expect(performance.now() - probed).toBeLessThan(1_000);
 
     // On the same HTTP/2 connection as the unread answer (Node's own 10 MiB per-connection limit would refuse it at once).
     const waiting = rawLoad("big");
