@@ -9,6 +9,7 @@ import { openBackend, backendProblem, onBackendHealthChange, closeBackend, type 
 import { StartupError } from "../storage/redis-connection.js";
 import { refuseUnfinishedCopy } from "../storage/copy/unfinished-copy.js";
 import { mountOnGrpc, OpenStreams, type AnyServiceImpl } from "./grpc-adapter.js";
+import { servedOnConnect } from "./connect-answers.js";
 import { connectAdmission, grpcAdmission, type AdmissionOptions } from "./admission.js";
 import { InflightBudget } from "./inflight-budget.js";
 import { memoryTrimmer } from "./memory-trim.js";
@@ -198,7 +199,7 @@ async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, 
         readMaxBytes: MAX_MESSAGE_BYTES,
         writeMaxBytes: MAX_MESSAGE_BYTES,
         routes: (router) => {
-          for (const m of mounted) router.service(m.desc, m.impl as never);
+          for (const m of mounted) router.service(m.desc, servedOnConnect(m.desc, m.impl) as never);
         },
       });
       handler = connectAdmission(connectHandler, admission);
