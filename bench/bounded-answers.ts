@@ -6,7 +6,9 @@
  *    is passed after ~70,000): server RSS growth (peak during the call minus
  *    before it), server CPU time and wall time, and the status answered.
  *  - List over 100,000 stored sessions (the answer fits): RSS growth per
- *    entry, CPU and wall time.
+ *    entry, CPU and wall time. With `--sessions 1500000` the answer is just
+ *    under the 64 MiB limit (ids of 24 bytes: 42 encoded bytes an entry);
+ *    with `--sessions 2000000` it is refused after ~1,598,000.
  *
  * Both on an SQLite file and on a spawned durable redis-server. The stores
  * are seeded directly (one SQLite transaction; Redis pipelines), in the
@@ -17,6 +19,9 @@
  * Run (after `npx tsc -p tsconfig.json`; build the baseline as RESULTS.md says):
  *   node dist/bench/bounded-answers.js --baseline /tmp/bounded-baseline/dist/services/server/main.js
  * Options: --schedules N (1000000) --sessions N (100000) --backends sqlite,redis
+ *   --calls ListSchedules,List (which calls to measure)
+ * A List near the limit, on SQLite only:
+ *   node dist/bench/bounded-answers.js --baseline ... --schedules 0 --sessions 1500000 --backends sqlite --calls List
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -42,10 +47,12 @@ const { values: opts } = parseArgs({
     schedules: { type: "string", default: "1000000" },
     sessions: { type: "string", default: "100000" },
     backends: { type: "string", default: "sqlite,redis" },
+    calls: { type: "string", default: "ListSchedules,List" },
   },
 });
 const SCHEDULES = Number(opts.schedules);
 const SESSIONS = Number(opts.sessions);
+const CALLS = opts.calls!.split(",") as Array<"ListSchedules" | "List">;
 const builds = [...(opts.baseline === undefined ? [] : [{ name: "baseline", main: opts.baseline }]), { name: "this build", main: MAIN }];
 
 /** A schedule of this shape, as the store keeps it (~965 bytes as ListSchedules answers it). */
@@ -176,10 +183,7 @@ async function main(): Promise<void> {
       cleanup = () => server.stop();
     }
     console.error(`${backend}: seeded ${SCHEDULES} schedules and ${SESSIONS} sessions in ${((Date.now() - t) / 1000).toFixed(1)} s`);
-    for (const build of builds) {
-      await measureCall(build, backend, store, "ListSchedules");
-      await measureCall(build, backend, store, "List");
-    }
+    for (const build of builds) for (const call of CALLS) await measureCall(build, backend, store, call);
     await cleanup();
   }
 
@@ -187,7 +191,7 @@ async function main(): Promise<void> {
   console.log(`|---|---|---|---|---:|---:|---:|---:|`);
   for (const r of rows) {
     const perEntry = r.call === "List" ? (r.rssGrowth / SESSIONS).toFixed(0) : "";
-    console.log(`| ${r.backend} | ${r.call} over ${r.call === "List" ? SESSIONS : SCHEDULES} | ${r.build} | ${r.outcome.replace(/\|/g, "/")} | ${mib(r.rssGrowth)} | ${perEntry} | ${r.cpu.toFixed(2)} | ${r.wall.toFixed(2)} |`);
+    console.log(`| ${r.backend} | ${r.call} over ${(r.call === "List" ? SESSIONS : SCHEDULES).toLocaleString("en-US")} | ${r.build} | ${r.outcome.replace(/\|/g, "/")} | ${mib(r.rssGrowth)} | ${perEntry} | ${r.cpu.toFixed(2)} | ${r.wall.toFixed(2)} |`);
   }
   if (builds.length === 2) {
     console.log(`\n| backend | call | RSS growth this/baseline | CPU this/baseline | wall this/baseline |`);

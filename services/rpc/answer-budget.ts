@@ -1,4 +1,7 @@
+import { create, isMessage, toBinary, type DescMessage, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
+import { WireType } from "@bufbuild/protobuf/wire";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { AnswerBytes, encodedAnswer } from "./encoded-answer.js";
 import { delimitedFieldBytes, HARNESS_MESSAGE_BYTES } from "./message-size.js";
 
 /** What a bounded answer lists, for the message of a refusal. */
@@ -12,36 +15,55 @@ export interface AnswerSubject {
 }
 
 /**
- * The answer budget of an RPC whose answer is one repeated message field
- * numbered below 16 (List, ListSchedules, DueSchedules, ListFires; issue 10):
- * collects `entries` as the store yields them, adding each entry's encoded
- * size plus its tag and length prefix, and stops reading the moment the
- * answer would exceed `limitBytes`. The answer is never built past the limit,
- * so a call holds at most the limit (64 MiB by default, the harness's
- * message limit, wire-contract.md section 1) plus one store page, whatever
- * the store holds.
+ * The answer of an RPC whose answer is one repeated message field numbered
+ * below 16 (List, ListSchedules, DueSchedules, ListFires; issue 10), built
+ * within its budget: each entry is encoded as the store yields it and only
+ * its wire bytes (tag, length prefix, entry) are kept ({@link AnswerBytes}),
+ * and reading stops the moment the answer would exceed `limitBytes`. A call
+ * therefore holds at most the limit (64 MiB by default, the harness's message
+ * limit, wire-contract.md section 1) of encoded answer plus one store page,
+ * whatever the store holds, and no object per entry (bench/RESULTS.md
+ * "Bounded answers"). The answer encodes byte for byte as protobuf-es
+ * encodes the same entries ({@link encodedAnswer}).
  *
- * @param entries the answer's entries in answer order, read lazily (see services/storage/index-scan.ts).
- * @param entryBytes encoded size in bytes of one entry message, without its tag and length prefix.
+ * @param answer the answer's message type; its only field is a repeated field of `entry`.
+ * @param entry the entries' message type.
+ * @param entries the answer's entries in answer order (messages or their init shapes), read lazily (see services/storage/index-scan.ts).
  * @param subject names the RPC and its entries in the refusal.
  * @param signal the call's signal: once aborted, reading stops.
  * @param limitBytes the most bytes the encoded answer may hold.
- * @returns the entries, which encode to at most `limitBytes`.
- * @throws ConnectError RESOURCE_EXHAUSTED when they do not fit, naming the
- *   entries that fit, the store's count (when `subject.total` is given) and
- *   the limit in bytes; CANCELLED when `signal` aborts first.
+ * @returns the answer, which encodes to at most `limitBytes`.
+ * @throws ConnectError RESOURCE_EXHAUSTED when the entries do not fit, naming
+ *   the entries that fit, the store's count (when `subject.total` is given)
+ *   and the limit in bytes; CANCELLED when `signal` aborts first.
+ * @throws Error when `answer` is not such a message (a programming error).
  */
-export async function collectAnswer<T>(entries: AsyncIterable<T>, entryBytes: (entry: T) => number, subject: AnswerSubject, signal?: AbortSignal, limitBytes = HARNESS_MESSAGE_BYTES): Promise<T[]> {
-  const answer: T[] = [];
-  let used = 0;
-  for await (const entry of entries) {
-    if (signal?.aborted) throw new ConnectError(`${subject.rpc}: the call was cancelled`, Code.Canceled);
-    const bytes = delimitedFieldBytes(entryBytes(entry));
-    if (used + bytes > limitBytes) throw await refusal(subject, answer.length, used, bytes, limitBytes);
-    used += bytes;
-    answer.push(entry);
+export async function encodeAnswer<Answer extends DescMessage, Entry extends DescMessage>(
+  answer: Answer,
+  entry: Entry,
+  entries: AsyncIterable<MessageInitShape<Entry>>,
+  subject: AnswerSubject,
+  signal?: AbortSignal,
+  limitBytes = HARNESS_MESSAGE_BYTES,
+): Promise<MessageShape<Answer>> {
+  const field = answer.fields[0];
+  if (answer.fields.length !== 1 || field?.fieldKind !== "list" || field.listKind !== "message" || field.message.typeName !== entry.typeName || field.number >= 16) {
+    throw new Error(`${answer.typeName} is not an answer of one repeated ${entry.typeName} field numbered below 16`);
   }
-  return answer;
+  const tag = (field.number << 3) | WireType.LengthDelimited;
+  const bytes = new AnswerBytes();
+  let count = 0;
+  for await (const e of entries) {
+    if (signal?.aborted) throw new ConnectError(`${subject.rpc}: the call was cancelled`, Code.Canceled);
+    const encoded = toBinary(entry, isMessage(e, entry) ? e : create(entry, e));
+    const next = delimitedFieldBytes(encoded.byteLength);
+    if (bytes.length + next > limitBytes) throw await refusal(subject, count, bytes.length, next, limitBytes);
+    bytes.varint(tag);
+    bytes.varint(encoded.byteLength);
+    bytes.write(encoded);
+    count++;
+  }
+  return encodedAnswer(answer, field.number, bytes.finish());
 }
 
 async function refusal(subject: AnswerSubject, fitted: number, used: number, next: number, limitBytes: number): Promise<ConnectError> {
@@ -52,14 +74,4 @@ async function refusal(subject: AnswerSubject, fitted: number, used: number, nex
     `${subject.rpc}: the answer does not fit the ${limitBytes}-byte message limit: ${fitted} ${subject.noun} (${used} bytes) were read before the next one (${next} bytes) would exceed it${held}; nothing is returned`,
     Code.ResourceExhausted,
   );
-}
-
-/**
- * Encoded size in bytes of a `{1: format string, 2: payload bytes}` record
- * (ScheduleRecord, ScheduleFireRecord, SessionSnapshot), computed without
- * encoding it; an empty field is not encoded (proto3).
- */
-export function recordBytes(record: { format: string; payload: Uint8Array }): number {
-  const formatBytes = Buffer.byteLength(record.format, "utf8");
-  return (formatBytes === 0 ? 0 : delimitedFieldBytes(formatBytes)) + (record.payload.byteLength === 0 ? 0 : delimitedFieldBytes(record.payload.byteLength));
 }

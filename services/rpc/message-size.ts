@@ -17,15 +17,6 @@ function varintBytes(n: number): number {
   return bytes;
 }
 
-/** Bytes of the varint of an int64 field holding `v` (ten for any negative value). */
-function int64VarintBytes(v: bigint): number {
-  if (v < 0n) return 10;
-  if (v <= BigInt(Number.MAX_SAFE_INTEGER)) return varintBytes(Number(v));
-  let bytes = 1;
-  for (; v >= 128n; v >>= 7n) bytes++;
-  return bytes;
-}
-
 /**
  * Encoded size of a length-delimited protobuf field (string, bytes or
  * message) with field number below 16 and `n` bytes of content: one tag byte,
@@ -33,13 +24,4 @@ function int64VarintBytes(v: bigint): number {
  */
 export function delimitedFieldBytes(n: number): number {
   return 1 + varintBytes(n) + n;
-}
-
-/**
- * Encoded size of a `google.protobuf.Timestamp` message (1 `seconds` int64,
- * 2 `nanos` int32; a zero field is not encoded, a negative one takes ten
- * bytes as every negative int64 varint does).
- */
-export function timestampBytes(ts: { seconds: bigint; nanos: number }): number {
-  return (ts.seconds === 0n ? 0 : 1 + int64VarintBytes(ts.seconds)) + (ts.nanos === 0 ? 0 : 1 + (ts.nanos < 0 ? 10 : varintBytes(ts.nanos)));
 }

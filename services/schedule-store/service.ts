@@ -1,11 +1,16 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import {
+  DueSchedulesResponseSchema,
+  ListFiresResponseSchema,
+  ListSchedulesResponseSchema,
+  ScheduleFireRecordSchema,
   ScheduleOneShotReArmerService,
+  ScheduleRecordSchema,
   ScheduleStoreService,
   type ClaimScheduleNowRequest,
   type ClaimScheduleRequest,
 } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
-import { collectAnswer, recordBytes } from "../rpc/answer-budget.js";
+import { encodeAnswer } from "../rpc/answer-budget.js";
 import { notFound } from "../rpc/errors.js";
 import { mapEntries } from "../storage/index-scan.js";
 import { optionalTime, requireTime, validFireRecord, validScheduleRecord } from "./requests.js";
@@ -116,11 +121,11 @@ export function scheduleStoreService(store: ScheduleStore): ServiceImpl<typeof S
     },
     async listSchedules(_req, context) {
       const scan = store.scan();
-      return { schedules: await collectAnswer(mapEntries(scan, toRecord), recordBytes, { rpc: "ListSchedules", noun: "schedules", total: () => scan.total() }, context.signal) };
+      return encodeAnswer(ListSchedulesResponseSchema, ScheduleRecordSchema, mapEntries(scan, toRecord), { rpc: "ListSchedules", noun: "schedules", total: () => scan.total() }, context.signal);
     },
     async dueSchedules(req, context) {
       const now = requireTime("now", req.now);
-      return { schedules: await collectAnswer(mapEntries(store.scanDue(now), toRecord), recordBytes, { rpc: "DueSchedules", noun: "due schedules" }, context.signal) };
+      return encodeAnswer(DueSchedulesResponseSchema, ScheduleRecordSchema, mapEntries(store.scanDue(now), toRecord), { rpc: "DueSchedules", noun: "due schedules" }, context.signal);
     },
     claimSchedule: (req) => claim(store, req, true),
     claimScheduleNow: (req) => claim(store, req, false),
@@ -169,7 +174,7 @@ export function scheduleStoreService(store: ScheduleStore): ServiceImpl<typeof S
       const name = requireId("schedule_name", req.scheduleName);
       const scan = await store.scanFires(name);
       if (scan === undefined) throw notFound(`schedule ${q(name)} not found`);
-      return { fires: await collectAnswer(mapEntries(scan, toFireRecord), recordBytes, { rpc: "ListFires", noun: "fires", total: () => scan.total() }, context.signal) };
+      return encodeAnswer(ListFiresResponseSchema, ScheduleFireRecordSchema, mapEntries(scan, toFireRecord), { rpc: "ListFires", noun: "fires", total: () => scan.total() }, context.signal);
     },
   };
 }

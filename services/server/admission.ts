@@ -17,8 +17,8 @@ export interface AdmissionOptions {
 }
 
 const HEALTH_PATH = `/${Health.typeName}/`;
-/** Bytes of the gRPC message prefix: a flag byte and a 4-byte big-endian length. */
-const GRPC_PREFIX_BYTES = 5;
+/** Bytes of the gRPC message prefix: a flag byte and a 4-byte big-endian length (charged with the request, see {@link grpcAdmission}). */
+export const GRPC_PREFIX_BYTES = 5;
 
 /**
  * A grpc-js server interceptor that admits a call before its message is read

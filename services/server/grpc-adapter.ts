@@ -4,6 +4,7 @@ import { Code, ConnectError, createContextValues, type ContextValues, type Handl
 import { encodeStatusDetails } from "./status-details.js";
 import { toConnectError } from "../rpc/errors.js";
 import { decodeRequest } from "../rpc/decode-request.js";
+import { preEncoded } from "../rpc/encoded-answer.js";
 import type { InflightBudget } from "./inflight-budget.js";
 
 /**
@@ -186,8 +187,14 @@ function cancelledByClient(): ConnectError {
   return new ConnectError("the client cancelled the call", Code.Canceled);
 }
 
-/** Encodes a handler's answer: a message as it is, an init shape through `create` first. */
+/**
+ * Encodes a handler's answer: a message as it is, an init shape through
+ * `create` first; an answer built as wire bytes (encoded-answer.ts: List,
+ * ListSchedules, DueSchedules, ListFires) is sent as those bytes, uncopied.
+ */
 function encode(desc: DescMessage, message: unknown): Buffer {
+  const encoded = preEncoded(message);
+  if (encoded !== undefined) return encoded;
   const bytes = toBinary(desc, isMessage(message, desc) ? message : create(desc, message as never));
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }

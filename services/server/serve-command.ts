@@ -2,8 +2,8 @@ import { HELD_COPIES } from "./inflight-budget.js";
 import { Command, Option, InvalidArgumentError } from "commander";
 import ms from "ms";
 import bytes from "bytes";
-import { totalmem } from "node:os";
-import { startServer, MAX_MESSAGE_BYTES, type ServerOptions } from "./server.js";
+import { startServer, type ServerOptions } from "./server.js";
+import { defaultMaxInflightBytes, MIN_DEFAULT_INFLIGHT_BYTES } from "./inflight-default.js";
 import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
 import { writeStartupRefusal } from "./startup-refusal.js";
@@ -94,9 +94,10 @@ export const MIN_INFLIGHT_BYTES = 1024 * 1024;
 /**
  * Parses `--max-inflight-bytes` (issue 10: every setting validated): a size
  * as {@link parseBytes} reads it, at least {@link MIN_INFLIGHT_BYTES}. Each
- * message is charged {@link HELD_COPIES} times, so a budget below three 64 MiB
- * messages refuses the largest calls the contract allows; that is a choice an
- * operator may make (a small container), and `serve --help` says so.
+ * message is charged {@link HELD_COPIES} times, so a budget below
+ * {@link MIN_DEFAULT_INFLIGHT_BYTES} (three largest messages) refuses the
+ * largest calls the contract allows; that is a choice an operator may make (a
+ * small container), and `serve --help` says so.
  *
  * @throws InvalidArgumentError when the text is not a size, or is below 1 MiB.
  */
@@ -104,17 +105,6 @@ export function parseInflightBudget(text: string): number {
   const value = parseBytes(text);
   if (value < MIN_INFLIGHT_BYTES) throw new InvalidArgumentError(`at least 1MB is needed (each call's bytes are held ${HELD_COPIES} times), got ${JSON.stringify(text)}`);
   return value;
-}
-
-/**
- * Default `--max-inflight-bytes`: a quarter of the memory this process may
- * use (the cgroup limit when there is one, else the machine's memory), and at
- * least room for two largest messages.
- */
-export function defaultMaxInflightBytes(): number {
-  const constrained = process.constrainedMemory?.() ?? 0;
-  const memory = constrained > 0 ? Math.min(constrained, totalmem()) : totalmem();
-  return Math.max(Math.floor(memory / 4), 2 * MAX_MESSAGE_BYTES);
 }
 
 function resolveServices(names: string[]): ServiceName[] {
@@ -331,7 +321,7 @@ export function serveCommand(): Command {
         "--max-inflight-bytes <size>",
         "memory budget for request and answer bytes in flight (e.g. 512MB, 2GB; at least 1MB); each call's bytes count 3 times, so a call larger than a third of it is refused; calls beyond it wait up to 2s, then RESOURCE_EXHAUSTED",
       )
-        .default(defaultMaxInflightBytes(), "a quarter of the memory available")
+        .default(defaultMaxInflightBytes(), `a quarter of the memory available (cgroup limit or RAM), and at least ${MIN_DEFAULT_INFLIGHT_BYTES} bytes, one maximum-size call counted 3 times`)
         .argParser(parseInflightBudget),
     )
     .addOption(new Option("--shutdown-grace <duration>", "time unary calls get to finish after SIGTERM").default(10_000, "10s").argParser(parseDuration))

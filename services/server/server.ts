@@ -10,6 +10,7 @@ import { refuseUnfinishedCopy } from "../storage/copy/unfinished-copy.js";
 import { mountOnGrpc, OpenStreams, type AnyServiceImpl } from "./grpc-adapter.js";
 import { grpcAdmission, type AdmissionOptions } from "./admission.js";
 import { connectHandler } from "./connect-handler.js";
+import { servedOnConnect } from "./connect-answers.js";
 import { InflightBudget } from "./inflight-budget.js";
 import { memoryTrimmer } from "./memory-trim.js";
 import { instrument } from "./instrument.js";
@@ -210,7 +211,9 @@ async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, 
     server,
     address,
     serve(mounted) {
-      handler = connectHandler(mounted, admission, MAX_MESSAGE_BYTES);
+      // Answers built as wire bytes reach binary callers as such, and JSON callers decoded (connect-answers.ts).
+      const served = mounted.map((m) => ({ ...m, impl: servedOnConnect(m.desc, m.impl) }));
+      handler = connectHandler(served, admission, MAX_MESSAGE_BYTES);
     },
   };
 }

@@ -1,20 +1,19 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import { create } from "@bufbuild/protobuf";
 import {
+  ListSessionsResponseSchema,
   SessionStoreService,
   StoredSessionEntrySchema,
   type PageSessionMetadataRequest,
   type ReadSessionLineageRequest,
   type SaveRequest,
-  type StoredSessionEntry,
 } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { isValidIncarnation } from "../../common/incarnation.js";
-import { collectAnswer } from "../rpc/answer-budget.js";
+import { encodeAnswer } from "../rpc/answer-budget.js";
 import { mapEntries } from "../storage/index-scan.js";
 import { invalidArgument, notFound } from "../rpc/errors.js";
 import { requireFormat, requireId, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
 import { microsToTimestamp } from "../rpc/timestamp.js";
-import { delimitedFieldBytes, HARNESS_MESSAGE_BYTES, timestampBytes } from "../rpc/message-size.js";
+import { delimitedFieldBytes, HARNESS_MESSAGE_BYTES } from "../rpc/message-size.js";
 import { ACTIVITY_STATES, type ActivityState } from "./activity.js";
 import { boundaryOf, checkCursorBinding, checkRequestCursor, CURSOR_CONTINUATION, cursorRestart, pagingScope } from "./metadata-cursor.js";
 import { leadingId, projectSnapshot, SnapshotPayloadError, type SessionProjection } from "./projection.js";
@@ -159,15 +158,6 @@ async function pageMetadata(store: SessionStore, req: PageSessionMetadataRequest
 }
 
 /**
- * Encoded size in bytes of a List entry (1 `session_id`, 2 `modified_at`),
- * computed without encoding it, for the answer budget (issue 10).
- */
-export function storedSessionEntryBytes(e: StoredSessionEntry): number {
-  const id = Buffer.byteLength(e.sessionId, "utf8");
-  return (id === 0 ? 0 : delimitedFieldBytes(id)) + (e.modifiedAt === undefined ? 0 : delimitedFieldBytes(timestampBytes(e.modifiedAt)));
-}
-
-/**
  * SessionStoreService over a {@link SessionStore} (wire-contract.md section 2;
  * issue 12).
  *
@@ -220,9 +210,8 @@ export function sessionStoreService(store: SessionStore, thread: ProjectionThrea
     },
     async list(_req, context) {
       const scan = store.scan();
-      const entries = mapEntries(scan, (r) => create(StoredSessionEntrySchema, { sessionId: r.sessionId, modifiedAt: microsToTimestamp(r.modifiedAtMicros) }));
-      const sessions = await collectAnswer(entries, storedSessionEntryBytes, { rpc: "List", noun: "sessions", total: () => scan.total() }, context.signal);
-      return { sessions };
+      const entries = mapEntries(scan, (r) => ({ sessionId: r.sessionId, modifiedAt: microsToTimestamp(r.modifiedAtMicros) }));
+      return encodeAnswer(ListSessionsResponseSchema, StoredSessionEntrySchema, entries, { rpc: "List", noun: "sessions", total: () => scan.total() }, context.signal);
     },
     pageMetadata(req) {
       return pageMetadata(store, req);

@@ -4,7 +4,8 @@ import { Code } from "@connectrpc/connect";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { SaveRequestSchema, SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
-import { grpcClient } from "../helpers/clients.js";
+import { grpcClient, HARNESS_MESSAGE_BYTES } from "../helpers/clients.js";
+import { MIN_DEFAULT_INFLIGHT_BYTES } from "../../services/server/inflight-default.js";
 import { expectCode } from "../helpers/errors.js";
 import { metricValue } from "../helpers/metrics.js";
 import { waitFor } from "../helpers/wait.js";
@@ -84,5 +85,30 @@ describe("the memory budget for bytes in flight (--max-inflight-bytes 48MB)", ()
     stalled.close();
     await waitFor(async () => (await inflight()) === 0, 10_000, "the budget to be given back");
     expect((await client.load({ sessionId: "answer" })).snapshot?.payload.length).toBe(6 * MiB);
+  });
+});
+
+/**
+ * The floor of the default --max-inflight-bytes (services/server/inflight-default.ts;
+ * issue 10 deliverable 3): on a host whose memory makes a quarter of it less than the
+ * floor, the budget is the floor (test/unit/inflight-default.test.ts), and the floor admits the largest Save the contract
+ * allows and its Load (each charged three times), one after the other.
+ */
+describe(`the default budget's floor (--max-inflight-bytes ${MIN_DEFAULT_INFLIGHT_BYTES}) admits a maximum-size Save and its Load`, () => {
+  /** The largest payload Save accepts: its Load answer is exactly the harness's 64 MiB (5 + 16 + 5 bytes of envelope). */
+  const LARGEST_PAYLOAD = HARNESS_MESSAGE_BYTES - 26;
+  let server: ServerProcess;
+  beforeAll(async () => {
+    server = await startServer(["session-store", "--store", "sqlite::memory:", "--max-inflight-bytes", String(MIN_DEFAULT_INFLIGHT_BYTES), "--metrics-listen", "127.0.0.1:0"]);
+  });
+  afterAll(() => server?.stop());
+
+  test("the largest Save and its Load are answered; one byte more is the contract's INVALID_ARGUMENT, not the budget's RESOURCE_EXHAUSTED", async () => {
+    const client = grpcClient(SessionStoreService, server.address);
+    await client.save({ sessionId: "largest", snapshot: snapshot(LARGEST_PAYLOAD) });
+    const loaded = await client.load({ sessionId: "largest" });
+    expect(loaded.snapshot?.payload.length).toBe(LARGEST_PAYLOAD);
+    await expectCode(client.save({ sessionId: "too-large", snapshot: snapshot(LARGEST_PAYLOAD + 1) }), Code.InvalidArgument, "snapshot.payload");
+    await waitFor(async () => (await metricValue(server.metricsAddress!, "mecatl_drivers_inflight_bytes")) === 0, 10_000, "the budget to be given back");
   });
 });

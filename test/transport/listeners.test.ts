@@ -5,10 +5,12 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
-import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { create, fromJson, toBinary, type JsonValue } from "@bufbuild/protobuf";
+import { ListSessionsResponseSchema, SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient, MAX_MESSAGE_BYTES } from "../helpers/clients.js";
 import { rawGrpcClient, rawUnary } from "../helpers/raw-grpc.js";
+import { inParallel } from "../helpers/seed.js";
 
 const snap = (payload: Uint8Array) => ({ format: "sessnap-json/1", payload });
 
@@ -39,6 +41,27 @@ describe("listeners", () => {
     await viaConnect.save({ sessionId: "shared", snapshot: snap(new TextEncoder().encode("from connect")) });
     expect(new TextDecoder().decode((await viaWeb.load({ sessionId: "shared" })).snapshot!.payload)).toBe("from connect");
     expect(new TextDecoder().decode((await viaGrpc.load({ sessionId: "shared" })).snapshot!.payload)).toBe("from connect");
+  });
+
+  test("List answers the same entries on every protocol, byte for byte as protobuf-es encodes them, and in JSON (answers built as wire bytes, issue 10)", async () => {
+    const viaGrpc = grpcClient(SessionStoreService, server.address);
+    const ids = Array.from({ length: 300 }, (_, i) => `listed-${String(i).padStart(3, "0")}-${"é".repeat(i % 3)}`);
+    await inParallel(ids, 16, (id) => viaGrpc.save({ sessionId: id, snapshot: snap(new TextEncoder().encode("{}")) }));
+    const sessions = (await viaGrpc.list({})).sessions;
+    expect(sessions.map((s) => s.sessionId).filter((id) => id.startsWith("listed-")).sort()).toEqual(ids);
+    const expected = Buffer.from(toBinary(ListSessionsResponseSchema, create(ListSessionsResponseSchema, { sessions })));
+    const post = (type: string, body: Uint8Array | string) => fetch(`http://${server.connectAddress}/${SessionStoreService.typeName}/List`, { method: "POST", headers: { "content-type": type }, body });
+    const binary = await post("application/proto", new Uint8Array(0));
+    expect(binary.status).toBe(200);
+    expect(Buffer.from(await binary.arrayBuffer()).equals(expected)).toBe(true);
+    const json = await post("application/json", "{}");
+    expect(json.status).toBe(200);
+    expect(fromJson(ListSessionsResponseSchema, (await json.json()) as JsonValue).sessions).toEqual(sessions);
+    const viaWeb = createClient(SessionStoreService, createGrpcWebTransport({ baseUrl: `http://${server.connectAddress}`, httpVersion: "1.1", readMaxBytes: MAX_MESSAGE_BYTES }));
+    expect((await viaWeb.list({})).sessions).toEqual(sessions);
+    const raw = rawGrpcClient(SessionStoreService, server.address);
+    expect((await rawUnary(raw, SessionStoreService.method.list, {})).sessions.map((s) => s.sessionId)).toEqual(sessions.map((s) => s.sessionId));
+    raw.close();
   });
 
   test("the Connect listener answers plain JSON over HTTP/1.1 (curl-friendly)", async () => {

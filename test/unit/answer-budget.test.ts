@@ -1,10 +1,10 @@
 import { describe, expect, test } from "vitest";
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ListSchedulesResponseSchema, ScheduleRecordSchema } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
 import { ListSessionsResponseSchema, StoredSessionEntrySchema } from "../../gen/mecatl/driver/v1/session_store_pb.js";
-import { collectAnswer, recordBytes } from "../../services/rpc/answer-budget.js";
-import { storedSessionEntryBytes } from "../../services/session-store/service.js";
+import { encodeAnswer, type AnswerSubject } from "../../services/rpc/answer-budget.js";
+import { preEncoded } from "../../services/rpc/encoded-answer.js";
 import { batchesBySize, distinctBy, SCAN_PAGE_BYTES, SCAN_PAGE_ENTRIES, takePage } from "../../services/storage/index-scan.js";
 import { microsToTimestamp, nanosToTimestamp } from "../../services/rpc/timestamp.js";
 import { TimestampSchema } from "@bufbuild/protobuf/wkt";
@@ -39,18 +39,41 @@ const sessions = [
 ].map((s) => create(StoredSessionEntrySchema, s));
 
 describe("answer budget (issue 10)", () => {
-  test("entry sizes plus their prefixes add up to the encoded answer, byte for byte", async () => {
-    for (const r of records) expect(recordBytes(r)).toBe(toBinary(ScheduleRecordSchema, r).byteLength);
-    for (const s of sessions) expect(storedSessionEntryBytes(s), s.sessionId).toBe(toBinary(StoredSessionEntrySchema, s).byteLength);
+  const scheduleSubject = { rpc: "ListSchedules", noun: "schedules" };
+  const listSchedules = (entries: AsyncIterable<(typeof records)[number]>, limit?: number, subject: AnswerSubject = scheduleSubject, signal?: AbortSignal) =>
+    encodeAnswer(ListSchedulesResponseSchema, ScheduleRecordSchema, entries, subject, signal, limit);
+
+  test("the answer is the bytes protobuf-es encodes from the same entries, on either path, and decodes to them; an answer of exactly the limit is accepted", async () => {
+    const scheduleBytes = toBinary(ListSchedulesResponseSchema, create(ListSchedulesResponseSchema, { schedules: records }));
+    const sessionBytes = toBinary(ListSessionsResponseSchema, create(ListSessionsResponseSchema, { sessions }));
+    const schedules = await listSchedules(from(records), scheduleBytes.byteLength);
+    const listed = await encodeAnswer(ListSessionsResponseSchema, StoredSessionEntrySchema, from(sessions), { rpc: "List", noun: "sessions" }, undefined, sessionBytes.byteLength);
+    // The Connect listener encodes the message; the gRPC adapter sends its wire bytes as they are.
+    expect(Buffer.from(toBinary(ListSchedulesResponseSchema, schedules)).equals(scheduleBytes)).toBe(true);
+    expect(preEncoded(schedules)?.equals(scheduleBytes)).toBe(true);
+    expect(Buffer.from(toBinary(ListSessionsResponseSchema, listed)).equals(sessionBytes)).toBe(true);
+    expect(preEncoded(listed)?.equals(sessionBytes)).toBe(true);
+    expect(fromBinary(ListSessionsResponseSchema, preEncoded(listed)!).sessions).toEqual(sessions);
+    // Init shapes encode as their messages do.
+    const inits = await listSchedules(from(records.map((r) => ({ format: r.format, payload: r.payload }))));
+    expect(preEncoded(inits)?.equals(scheduleBytes)).toBe(true);
+    // No entries: an empty answer.
+    const empty = await listSchedules(from([]));
+    expect(toBinary(ListSchedulesResponseSchema, empty).byteLength).toBe(0);
+    // One byte less of limit refuses either answer.
+    await expect(listSchedules(from(records), scheduleBytes.byteLength - 1)).rejects.toMatchObject({ code: Code.ResourceExhausted });
+    await expect(encodeAnswer(ListSessionsResponseSchema, StoredSessionEntrySchema, from(sessions), { rpc: "List", noun: "sessions" }, undefined, sessionBytes.byteLength - 1)).rejects.toMatchObject({
+      code: Code.ResourceExhausted,
+    });
     for (const us of [0, -1, 1, 999_999, -1_000_001, 1_700_000_000_123_456, 2 ** 60]) expect(microsToTimestamp(us), String(us)).toEqual(nanosToTimestamp(BigInt(us) * 1000n));
-    const scheduleAnswer = toBinary(ListSchedulesResponseSchema, create(ListSchedulesResponseSchema, { schedules: records })).byteLength;
-    const sessionAnswer = toBinary(ListSessionsResponseSchema, create(ListSessionsResponseSchema, { sessions })).byteLength;
-    // An answer of exactly the limit is accepted; one byte less of limit refuses it.
-    expect(await collectAnswer(from(records), recordBytes, { rpc: "ListSchedules", noun: "schedules" }, undefined, scheduleAnswer)).toEqual(records);
-    const sizeOf = storedSessionEntryBytes;
-    expect(await collectAnswer(from(sessions), sizeOf, { rpc: "List", noun: "sessions" }, undefined, sessionAnswer)).toEqual(sessions);
-    await expect(collectAnswer(from(records), recordBytes, { rpc: "ListSchedules", noun: "schedules" }, undefined, scheduleAnswer - 1)).rejects.toMatchObject({ code: Code.ResourceExhausted });
-    await expect(collectAnswer(from(sessions), sizeOf, { rpc: "List", noun: "sessions" }, undefined, sessionAnswer - 1)).rejects.toMatchObject({ code: Code.ResourceExhausted });
+  });
+
+  test("an answer of many chunks, and entries larger than a chunk, come out whole and in order", async () => {
+    const many = Array.from({ length: 40_000 }, (_, i) => create(StoredSessionEntrySchema, { sessionId: `session-${i}-${"é".repeat(i % 7)}`, modifiedAt: microsToTimestamp(i * 1_000_003) }));
+    const big = [records[0]!, create(ScheduleRecordSchema, { format: "schedule-json/1", payload: Buffer.alloc(3 * 1024 * 1024 + 17, 7) }), records[1]!];
+    const listed = await encodeAnswer(ListSessionsResponseSchema, StoredSessionEntrySchema, from(many), { rpc: "List", noun: "sessions" });
+    expect(preEncoded(listed)?.equals(toBinary(ListSessionsResponseSchema, create(ListSessionsResponseSchema, { sessions: many })))).toBe(true);
+    expect(preEncoded(await listSchedules(from(big)))?.equals(toBinary(ListSchedulesResponseSchema, create(ListSchedulesResponseSchema, { schedules: big })))).toBe(true);
   });
 
   test("a refusal stops reading at the entry that does not fit and names the count read, the store's count and the limit", async () => {
@@ -61,15 +84,15 @@ describe("answer budget (issue 10)", () => {
         yield records[0]!;
       }
     }
-    const one = recordBytes(records[0]!) + 1 + 1;
-    const err = await collectAnswer(counted(), recordBytes, { rpc: "ListSchedules", noun: "schedules", total: async () => 1000 }, undefined, one * 10 + 1).catch((e: unknown) => e);
+    const one = toBinary(ScheduleRecordSchema, records[0]!).byteLength + 1 + 1;
+    const err = await listSchedules(counted(), one * 10 + 1, { ...scheduleSubject, total: async () => 1000 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConnectError);
     expect((err as ConnectError).rawMessage).toBe(
       `ListSchedules: the answer does not fit the ${one * 10 + 1}-byte message limit: 10 schedules (${one * 10} bytes) were read before the next one (${one} bytes) would exceed it; the store holds 1000 schedules; nothing is returned`,
     );
     expect(read).toBe(11);
     // A store that cannot count does not hide the refusal.
-    const noCount = await collectAnswer(from(records), recordBytes, { rpc: "ListSchedules", noun: "schedules", total: () => Promise.reject(new Error("down")) }, undefined, 10).catch((e: unknown) => e);
+    const noCount = await listSchedules(from(records), 10, { ...scheduleSubject, total: () => Promise.reject(new Error("down")) }).catch((e: unknown) => e);
     expect((noCount as ConnectError).code).toBe(Code.ResourceExhausted);
     expect((noCount as ConnectError).rawMessage).not.toContain("the store holds");
   });
@@ -77,7 +100,11 @@ describe("answer budget (issue 10)", () => {
   test("an aborted call stops reading with CANCELLED", async () => {
     const abort = new AbortController();
     abort.abort();
-    await expect(collectAnswer(from(records), recordBytes, { rpc: "ListSchedules", noun: "schedules" }, abort.signal)).rejects.toMatchObject({ code: Code.Canceled });
+    await expect(listSchedules(from(records), undefined, scheduleSubject, abort.signal)).rejects.toMatchObject({ code: Code.Canceled });
+  });
+
+  test("an answer type that is not one repeated field of the entry type is refused", async () => {
+    await expect(encodeAnswer(ListSessionsResponseSchema, ScheduleRecordSchema, from([]), scheduleSubject)).rejects.toThrow(/not an answer of one repeated/);
   });
 });
 
