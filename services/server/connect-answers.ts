@@ -1,5 +1,6 @@
-import { fromBinary, type DescService } from "@bufbuild/protobuf";
-import type { HandlerContext } from "@connectrpc/connect";
+import { create, fromBinary, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
+import { JSON_MESSAGE_BYTES } from "./connect-request-check.js";
 import { preEncoded } from "../rpc/encoded-answer.js";
 import type { AnyServiceImpl } from "./grpc-adapter.js";
 
@@ -7,24 +8,54 @@ import type { AnyServiceImpl } from "./grpc-adapter.js";
 const BINARY_CONTENT = /^application\/(proto|connect\+proto|grpc(-web)?(\+proto)?)$/i;
 
 /**
- * `impl` as the Connect listener serves it: an answer built as wire bytes
- * (services/rpc/encoded-answer.ts) goes to a binary caller as those bytes
- * (protobuf-es writes them back as the message's unknown fields), and is
- * decoded into its message for any other caller (JSON: protobuf-es does not
- * write unknown fields into JSON). Streaming methods are left as they are.
+ * `impl` as the Connect listener serves it:
+ *
+ * - an answer built as wire bytes (services/rpc/encoded-answer.ts) goes to a
+ *   binary caller as those bytes (protobuf-es writes them back as the
+ *   message's unknown fields), and is decoded into its message for any other
+ *   caller (JSON: protobuf-es does not write unknown fields into JSON);
+ * - a JSON caller's answer (each message of a stream too) whose protobuf
+ *   encoding is over {@link JSON_MESSAGE_BYTES} is refused with
+ *   RESOURCE_EXHAUSTED naming the size and the limit, before any JSON is
+ *   written: protobuf-es writes `bytes` fields as base64 on the event loop,
+ *   about 0.2 s per MiB, while every other call and health waits.
  */
 export function servedOnConnect(service: DescService, impl: AnyServiceImpl): AnyServiceImpl {
   const out: AnyServiceImpl = { ...impl };
   for (const method of service.methods) {
     const fn = impl[method.localName];
-    if (method.methodKind !== "unary" || fn === undefined) continue;
-    out[method.localName] = async (request: unknown, context: HandlerContext) => {
-      const answer: unknown = await fn(request, context);
-      const bytes = preEncoded(answer);
-      return bytes === undefined || binaryCaller(context) ? answer : fromBinary(method.output, bytes);
-    };
+    if (fn === undefined) continue;
+    if (method.methodKind === "unary") {
+      out[method.localName] = async (request: unknown, context: HandlerContext) => {
+        const answer: unknown = await fn(request, context);
+        if (binaryCaller(context)) return answer;
+        const bytes = preEncoded(answer);
+        return jsonSized(method, bytes === undefined ? answer : fromBinary(method.output, bytes), bytes?.byteLength);
+      };
+    } else if (method.methodKind === "server_streaming") {
+      out[method.localName] = (request: unknown, context: HandlerContext) => {
+        const stream = fn(request, context) as AsyncIterable<unknown>;
+        return binaryCaller(context) ? stream : jsonSizedStream(method, stream);
+      };
+    }
   }
   return out;
+}
+
+/** `answer` of `method`, refused when its protobuf encoding (`knownBytes`, else measured) is over the JSON limit. */
+function jsonSized(method: DescMethod, answer: unknown, knownBytes?: number): unknown {
+  const bytes = knownBytes ?? toBinary(method.output, create(method.output, answer as never)).byteLength;
+  if (bytes > JSON_MESSAGE_BYTES) {
+    throw new ConnectError(
+      `${method.parent.name}.${method.name}: the answer is ${bytes} bytes in protobuf, more than the ${JSON_MESSAGE_BYTES} bytes a JSON answer may be on this listener; ask in binary (application/proto) or over gRPC`,
+      Code.ResourceExhausted,
+    );
+  }
+  return answer;
+}
+
+async function* jsonSizedStream(method: DescMethod, stream: AsyncIterable<unknown>): AsyncIterable<unknown> {
+  for await (const message of stream) yield jsonSized(method, message);
 }
 
 function binaryCaller(context: HandlerContext): boolean {

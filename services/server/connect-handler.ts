@@ -3,6 +3,7 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { ConnectError, createConnectRouter } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { connectAdmission, endWithError, type AdmissionOptions } from "./admission.js";
+import { checkedRequest } from "./connect-request-check.js";
 import type { MountedService } from "./service-registry.js";
 
 type AnyRequest = IncomingMessage | Http2ServerRequest;
@@ -14,7 +15,9 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
  * gzip and brotli accepted): admitted by {@link connectAdmission}, with the
  * request body read and the answer written through the call's share of the
  * in-flight budget (connect-call-bytes.ts), so bytes of unknown length and
- * answers are counted as on the gRPC listener. An answer refused by the
+ * answers are counted as on the gRPC listener, and checked
+ * (connect-request-check.ts) so that bytes that are no valid message are
+ * INVALID_ARGUMENT naming the field, as on the gRPC listener. An answer refused by the
  * budget, or any failure after the handler ran, ends the call in its
  * protocol ({@link endWithError}). An unknown path is HTTP 404.
  *
@@ -32,7 +35,8 @@ export function connectHandler(mounted: readonly MountedService[], admission: Ad
       return;
     }
     const request = universalRequestFromNodeRequest(req, res, undefined, undefined);
-    handler({ ...request, body: bytes.chargedRequest(request.body as AsyncIterable<Uint8Array>) })
+    const body = checkedRequest(bytes.chargedRequest(request.body as AsyncIterable<Uint8Array>), request.header, handler.method.input, maxMessageBytes);
+    handler({ ...request, body })
       .then((answer) => universalResponseToNodeResponse({ ...answer, body: answer.body && bytes.chargedAnswer(answer.body) }, res))
       .catch((err: unknown) => endWithError(req, res, ConnectError.from(err)));
   }, admission);

@@ -1,0 +1,95 @@
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { gzipSync } from "node:zlib";
+import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
+import { startServer, type ServerProcess } from "../helpers/server.js";
+import { grpcClient } from "../helpers/clients.js";
+
+/**
+ * The Connect listener answers bad request bytes and oversized JSON as the
+ * gRPC listener would (issue 10 deliverables 4 and 5; found by a fresh-eyes
+ * review): request bytes that are no valid message are INVALID_ARGUMENT
+ * naming the field (connect-es alone answers INTERNAL "parse binary"), in
+ * every framing (Connect unary, gzip-compressed, Connect streaming,
+ * gRPC-Web), and store nothing; JSON messages are limited to 1 MiB
+ * (services/server/connect-request-check.ts JSON_MESSAGE_BYTES), because
+ * protobuf-es writes their `bytes` fields as base64 on the event loop.
+ */
+describe("the Connect listener's codecs", () => {
+  let server: ServerProcess;
+  let url: (service: string, method: string) => string;
+  const MiB = 1024 * 1024;
+  beforeAll(async () => {
+    server = await startServer(["--store", "sqlite::memory:", "--connect-listen", "127.0.0.1:0"]);
+    url = (service, method) => `http://${server.connectAddress}/mecatl.driver.v1.${service}/${method}`;
+  });
+  afterAll(() => server?.stop());
+
+  const post = async (path: string, body: Uint8Array | string, headers: Record<string, string>) => {
+    const res = await fetch(path, { method: "POST", body, headers });
+    return { status: res.status, headers: res.headers, body: Buffer.from(await res.arrayBuffer()) };
+  };
+  /** A gRPC-style envelope: flags, 4-byte big-endian length, the message. */
+  const envelope = (message: Uint8Array, flags = 0) => Buffer.concat([Buffer.from([flags, ...[24, 16, 8, 0].map((s) => (message.length >>> s) & 0xff)]), message]);
+  /** Load's session_id (field 1) as the bytes ff fe: not UTF-8. */
+  const badUtf8 = Buffer.from([0x0a, 0x02, 0xff, 0xfe]);
+
+  test.each([
+    ["application/proto", {}, Buffer.from([0, 0, 0]), "request: malformed field tag at byte 0"],
+    ["application/proto", {}, badUtf8, "session_id: not valid UTF-8"],
+    ["application/proto", { "content-encoding": "gzip" }, gzipSync(badUtf8), "session_id: not valid UTF-8"],
+    ["application/proto", {}, Buffer.from([0x0a, 0x05, 0x61]), "session_id: its length runs past the end of the message"],
+  ])("Connect unary %s %j: INVALID_ARGUMENT naming the field", async (type, extra, body, message) => {
+    const got = await post(url("SessionStoreService", "Load"), body, { "content-type": type, ...extra });
+    expect(got.status).toBe(400);
+    expect(JSON.parse(got.body.toString())).toEqual({ code: "invalid_argument", message });
+  });
+
+  test("gRPC-Web: grpc-status 3 naming the field", async () => {
+    const got = await post(url("SessionStoreService", "Load"), envelope(badUtf8), { "content-type": "application/grpc-web+proto" });
+    const trailer = got.body.toString("latin1");
+    expect(got.headers.get("grpc-status") ?? /grpc-status: ?(\d+)/.exec(trailer)?.[1]).toBe("3");
+    expect(decodeURIComponent(got.headers.get("grpc-message") ?? /grpc-message: ?([^\r\n]*)/.exec(trailer)?.[1] ?? "")).toBe("session_id: not valid UTF-8");
+  });
+
+  test("Connect streaming (ReadAfter): the end-of-stream message is invalid_argument naming the field", async () => {
+    const got = await post(url("EventLogService", "ReadAfter"), envelope(badUtf8), { "content-type": "application/connect+proto" });
+    expect(got.status).toBe(200);
+    const end = got.body.subarray(5);
+    expect(got.body[0]! & 0x02).toBe(0x02);
+    expect(JSON.parse(end.toString()).error).toEqual({ code: "invalid_argument", message: "session_id: not valid UTF-8" });
+  });
+
+  test("a malformed Save stores nothing", async () => {
+    // session_id "x", then snapshot (field 2) whose length runs past the end.
+    const got = await post(url("SessionStoreService", "Save"), Buffer.from([0x0a, 0x01, 0x78, 0x12, 0x7f, 0x0a]), { "content-type": "application/proto" });
+    expect(JSON.parse(got.body.toString()).code).toBe("invalid_argument");
+    expect((await grpcClient(SessionStoreService, server.address).list({})).sessions.map((s) => s.sessionId)).not.toContain("x");
+  });
+
+  test("a JSON answer over 1 MiB in protobuf is RESOURCE_EXHAUSTED naming the size and the limit; binary callers get it; one under 1 MiB is served in JSON", async () => {
+    const grpc = grpcClient(SessionStoreService, server.address);
+    const payload = (id: string, n: number) => new TextEncoder().encode(JSON.stringify({ id, x: "a".repeat(n) }));
+    await grpc.save({ sessionId: "json-big", snapshot: { format: "sessnap-json/1", payload: payload("json-big", 1.5 * MiB) } });
+    await grpc.save({ sessionId: "json-small", snapshot: { format: "sessnap-json/1", payload: payload("json-small", 0.9 * MiB) } });
+    const big = await post(url("SessionStoreService", "Load"), JSON.stringify({ sessionId: "json-big" }), { "content-type": "application/json" });
+    expect(big.status).toBe(429);
+    const refusal = JSON.parse(big.body.toString()) as { code: string; message: string };
+    expect(refusal.code).toBe("resource_exhausted");
+    expect(refusal.message).toMatch(/^SessionStoreService\.Load: the answer is \d+ bytes in protobuf, more than the 1048576 bytes a JSON answer may be/);
+    const binary = await post(url("SessionStoreService", "Load"), Buffer.from([0x0a, 0x08, ...Buffer.from("json-big")]), { "content-type": "application/proto" });
+    expect(binary.status).toBe(200);
+    expect(binary.body.length).toBeGreaterThan(1.5 * MiB);
+    const small = await post(url("SessionStoreService", "Load"), JSON.stringify({ sessionId: "json-small" }), { "content-type": "application/json" });
+    expect(small.status).toBe(200);
+    expect(Buffer.from((JSON.parse(small.body.toString()) as { snapshot: { payload: string } }).snapshot.payload, "base64").length).toBe(payload("json-small", 0.9 * MiB).length);
+  });
+
+  test("a JSON request over 1 MiB is RESOURCE_EXHAUSTED and stores nothing", async () => {
+    const body = JSON.stringify({ sessionId: "json-req", snapshot: { format: "sessnap-json/1", payload: Buffer.from(JSON.stringify({ x: "a".repeat(MiB) })).toString("base64") } });
+    const got = await post(url("SessionStoreService", "Save"), body, { "content-type": "application/json" });
+    expect(got.status).toBe(429);
+    expect(JSON.parse(got.body.toString())).toEqual({ code: "resource_exhausted", message: expect.stringMatching(/^request: a JSON request may be at most 1048576 bytes on this listener/) });
+    await expect(grpcClient(SessionStoreService, server.address).load({ sessionId: "json-req" })).rejects.toMatchObject({ code: 5 });
+  });
+});
