@@ -65,7 +65,7 @@ export class Metrics {
   /** Store failures answered to callers, by StoreFailure kind (storage/store-failure.ts; issue 9). */
   readonly storeFailures = new Counter({
     name: "mecatl_drivers_store_failures_total",
-    help: "Calls that failed because of the store (infrastructure, not the request), by kind: unreachable, outcome_unknown, not_durable, disk_full, io_error",
+    help: "Calls that failed because of the store (infrastructure, not the request), by kind: unreachable, outcome_unknown, not_durable, disk_full (disk or memory limit full), io_error",
     labelNames: ["kind"] as const,
     registers: [this.registry],
   });

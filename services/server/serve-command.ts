@@ -241,7 +241,7 @@ export function serveCommand(): Command {
     // A bad flag is a startup problem too: status 2, as README.md promises (commander's own is 1); --help stays 0.
     .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2))
     // A flag commander itself refuses is reported like every other startup problem.
-    .configureOutput({ outputError: (text) => writeStartupRefusal(text.replace(/^error: /, "")) })
+    .configureOutput({ outputError: (text) => writeStartupRefusal(`${text.trim().replace(/^error: /, "")}; see mecatl-drivers serve --help`) })
     .argument("[services...]", `all, or any of: ${SERVICE_NAMES.join(", ")}`)
     .option("--listen <addr>", "gRPC listener: HOST:PORT or unix:/PATH", "127.0.0.1:50051")
     .option("--connect-listen <addr>", "also serve the Connect and gRPC-Web protocols here (HOST:PORT or unix:/PATH)")

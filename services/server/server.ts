@@ -149,6 +149,14 @@ async function clearStaleSocket(addr: ListenAddress, flag: string): Promise<void
   unlinkSync(addr.path);
 }
 
+/** What to do about a listen error, for the startup line (`; ...`), or empty when there is nothing to add. */
+function listenRemedy(err: Error & { code?: string }, flag: string): string {
+  if (err.code === "EADDRINUSE") return `; another process is listening there: stop it or choose another ${flag}`;
+  if (err.code === "EACCES") return `; this user may not listen there: choose a port above 1023 or another ${flag}`;
+  if (err.code === "EADDRNOTAVAIL") return `; no interface of this host has that address: choose one it has (127.0.0.1, 0.0.0.0) for ${flag}`;
+  return "";
+}
+
 /**
  * Starts `server` listening on `addr`, after clearing a stale unix socket file.
  *
@@ -158,7 +166,7 @@ async function clearStaleSocket(addr: ListenAddress, flag: string): Promise<void
 async function listenOn(server: NetServer, addr: ListenAddress, flag: string): Promise<string> {
   await clearStaleSocket(addr, flag);
   await new Promise<void>((resolve, reject) => {
-    server.once("error", (err) => reject(new StartupError(`cannot listen on ${flag} ${formatListenAddress(addr)}: ${err.message}`)));
+    server.once("error", (err) => reject(new StartupError(`cannot listen on ${flag} ${formatListenAddress(addr)}: ${err.message}${listenRemedy(err, flag)}`)));
     if (addr.kind === "unix") server.listen(addr.path, () => resolve());
     else server.listen(addr.port, addr.host, () => resolve());
   });
@@ -293,7 +301,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     let metricsAddress: string | undefined;
     if (metricsAddr?.kind === "tcp") {
       const m = await metrics.listen(metricsAddr.host, metricsAddr.port, metricsTls).catch((err: Error) => {
-        throw new StartupError(`cannot listen on --metrics-listen ${formatListenAddress(metricsAddr)}: ${err.message}`);
+        throw new StartupError(`cannot listen on --metrics-listen ${formatListenAddress(metricsAddr)}: ${err.message}${listenRemedy(err, "--metrics-listen")}`);
       });
       metricsAddress = formatListenAddress({ ...metricsAddr, port: m.port });
       cleanup.push(() => m.server.close());

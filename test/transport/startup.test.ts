@@ -82,6 +82,7 @@ describe("startup problems end with one line that says what to do, and a non-zer
       const { code, stderr } = await runServeExpectingFailure([...args, "--store", `sqlite:${store}`]);
       expect(code).toBe(2);
       expect(oneLine(stderr)).toContain(`cannot listen on ${flag} 127.0.0.1:${port}`);
+      expect(oneLine(stderr)).toContain(`another process is listening there: stop it or choose another ${flag}`);
       expect(existsSync(dirname(store))).toBe(false);
     });
 
@@ -156,7 +157,9 @@ describe("startup problems end with one line that says what to do, and a non-zer
     const { code, stderr } = await runServeExpectingFailure(["--lease-ttl", "soon"]);
     expect(code).toBe(2);
     expect(stderr).toContain("--lease-ttl");
-    expect((await runServeExpectingFailure(["--no-such-flag"])).code).toBe(2);
+    const unknown = await runServeExpectingFailure(["--no-such-flag"]);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("unknown option '--no-such-flag'; see mecatl-drivers serve --help");
   });
 
   test("a memory budget too small for ordinary calls is refused, naming --max-inflight-bytes and the floor", async () => {
