@@ -121,3 +121,17 @@ export function classifyRedisError(err: unknown): RedisErrorClass {
   if (MAYBE_SENT.test(message)) return { kind: "retry", sent: true, cause: "connection lost" };
   return { kind: "bug" };
 }
+
+/**
+ * Rejects with {@link RedisAttemptTimeout} when `p` has not settled within `ms`; `p` settling later is ignored.
+ * Bounds one Redis attempt (redis-operation.ts) or probe (redis-write-refusal.ts) by `--store-timeout`.
+ */
+export function withinMs<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new RedisAttemptTimeout(`no answer within ${Math.round(ms)} ms`)), ms);
+    p.then(
+      (v) => (clearTimeout(timer), resolve(v)),
+      (e: unknown) => (clearTimeout(timer), reject(e)),
+    );
+  });
+}

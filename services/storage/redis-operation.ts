@@ -1,6 +1,6 @@
 import type { RedisClient } from "./redis-client.js";
 import pRetry, { AbortError } from "p-retry";
-import { classifyRedisError, RedisAttemptTimeout } from "./redis-errors.js";
+import { classifyRedisError, RedisAttemptTimeout, withinMs } from "./redis-errors.js";
 import { replicaWait } from "./redis-replicas.js";
 import { reconnectCause } from "./redis-reconnect-cause.js";
 import { opRecordTtlMs, ReplicaShortfall, runScript, runScriptAndWait, runScriptBuffer, type OpRecord, type RedisScript } from "./redis-script.js";
@@ -9,17 +9,6 @@ import { randomHexId } from "./random-id.js";
 import { writeRefusals } from "./redis-write-refusal.js";
 
 type ScriptArg = string | Buffer | Uint8Array | number;
-
-/** Rejects with {@link RedisAttemptTimeout} when `p` has not settled within `ms`; `p` settling later is ignored. */
-function withinMs<T>(p: Promise<T>, ms: number): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new RedisAttemptTimeout(`no answer within ${Math.round(ms)} ms`)), ms);
-    p.then(
-      (v) => (clearTimeout(timer), resolve(v)),
-      (e: unknown) => (clearTimeout(timer), reject(e)),
-    );
-  });
-}
 
 /**
  * The Redis work of one RPC (issue 9 deliverables 1 and 2): one operation

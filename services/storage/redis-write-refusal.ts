@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
 import { isCluster, type RedisClient } from "./redis-client.js";
-import { writeRefusalCause } from "./redis-errors.js";
+import { withinMs, writeRefusalCause } from "./redis-errors.js";
 import type { RedisKeys } from "./redis-keys.js";
 import { keySlot } from "./redis-layout.js";
 
@@ -112,12 +112,10 @@ export class WriteRefusals extends EventEmitter {
   private async probe(node: string, r: Refusal): Promise<void> {
     r.probing = true;
     const noted = r.noted;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), Math.min(this.intervalMs, this.timeoutMs))));
     try {
-      const answer = await Promise.race([this.client.set(this.keys.probe(r.tag), "1", "PX", PROBE_TTL_MS), late]);
+      await withinMs(this.client.set(this.keys.probe(r.tag), "1", "PX", PROBE_TTL_MS), Math.min(this.intervalMs, this.timeoutMs));
       // A refusal noted meanwhile may have been answered after this probe: it stands.
-      if (answer === "late" || r.noted !== noted) return;
+      if (r.noted !== noted) return;
       this.refused.delete(node);
       if (this.refused.size === 0) {
         clearInterval(this.timer);
@@ -125,14 +123,13 @@ export class WriteRefusals extends EventEmitter {
       }
       this.emit("change");
     } catch (err) {
-      // Another refusal (say OOM, then READONLY) replaces the cause; a lost connection keeps it.
+      // Another refusal (say OOM, then READONLY) replaces the cause; a lost connection or no answer in time keeps it.
       const cause = writeRefusalCause(err);
       if (cause !== undefined && cause !== r.cause) {
         r.cause = cause;
         this.emit("change");
       }
     } finally {
-      clearTimeout(timer);
       r.probing = false;
     }
   }
