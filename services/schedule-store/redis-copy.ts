@@ -72,7 +72,7 @@ export class RedisScheduleCopy {
 
   /** Schedules. */
   readonly schedules: KindStore<ScheduleCopy> = {
-    ids: async () => (await Promise.all(this.keys.layout.all().map((p) => this.ops.read((r) => r.zrange(this.keys.scheduleIndex(p), 0, -1))))).flat(),
+    ids: async () => (await Promise.all(this.keys.layout.all().map((p) => this.ops.read((r) => r.zrange(this.keys.scheduleIndex(p), "0", "-1"))))).flat(),
     read: (requests) => readEach(requests, (name) => this.readSchedule(name)),
     write: async (records) => {
       await Promise.all(

@@ -90,7 +90,7 @@ export class RedisSessionCopy {
 
   /** Sessions: ids from the List index (every partition). */
   readonly sessions: KindStore<SessionCopy> = {
-    ids: async () => (await Promise.all(this.keys.layout.all().map((p) => this.ops.read((r) => r.zrange(this.keys.sessionIndex(p), 0, -1))))).flat(),
+    ids: async () => (await Promise.all(this.keys.layout.all().map((p) => this.ops.read((r) => r.zrange(this.keys.sessionIndex(p), "0", "-1"))))).flat(),
     read: (requests) => readEach(requests, (id) => this.readSession(id)),
     write: async (records) => {
       const config = await this.meta.config();

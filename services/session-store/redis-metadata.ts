@@ -428,7 +428,7 @@ export class RedisSessionMetadata {
   private async backfillPartition(config: MetaConfig, partition: number): Promise<void> {
     const batch = 256;
     for (let from = 0; ; from += batch) {
-      const ids = await this.ops.read((r) => r.zrange(this.keys.sessionIndex(partition), from, from + batch - 1));
+      const ids = await this.ops.read((r) => r.zrange(this.keys.sessionIndex(partition), String(from), String(from + batch - 1)));
       await Promise.all(
         ids.map(async (id) => {
           const [payload, modified, meta] = await this.ops.read((r) => r.hmgetBuffer(this.keys.snapshot(id), "payload", "modified_us", "meta"));

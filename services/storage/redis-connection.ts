@@ -225,6 +225,9 @@ export function redisNodeOptions(options: RedisConnectOptions, tls: boolean, hos
     password,
     // SNI carries names only (RFC 6066); Node warns on stderr when given an IP address.
     tls: tls ? { ca, servername: host !== undefined && isIP(host) === 0 ? host : undefined, minVersion: "TLSv1.2" } : undefined,
+    // RESP2, as ioredis 5 spoke: the scripts' replies and the INFO / CLUSTER NODES parsing are
+    // written for it, and a connection needs no HELLO round trip before its first command.
+    protocol: 2,
     autoResendUnfulfilledCommands: false,
     maxRetriesPerRequest: 0,
     socketTimeout: options.storeTimeoutMs,

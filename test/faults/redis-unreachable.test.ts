@@ -139,3 +139,53 @@ describe("Redis unreachable", () => {
     expect(await logLength("ur-killed")).toBe(0);
   });
 });
+
+/**
+ * ioredis before 6.0.0 kept a connection's socket timeout armed after the
+ * connection closed and then destroyed its successor at the lost command's
+ * deadline (redis/ioredis#2147): a healthy connection cut off, its calls in
+ * flight answered "connection lost". The driver's own connection must
+ * outlive that deadline.
+ */
+describe("a Redis connection lost with a command unanswered", () => {
+  const STALE_TIMEOUT_MS = 3000;
+  let env: RedisBehindProxy;
+  beforeAll(async () => {
+    env = await startRedisBehindProxy(["--store-timeout", `${STALE_TIMEOUT_MS}ms`]);
+  });
+  afterAll(async () => {
+    await env?.stop();
+  });
+
+  /** The id of the driver's connection that ran the newest script (CLIENT LIST seen from Redis itself). */
+  const scriptConnection = async (): Promise<string> => {
+    const direct = env.redis.client();
+    try {
+      const clients = ((await direct.call("CLIENT", "LIST")) as string).trim().split("\n").map((line) => Object.fromEntries(line.split(" ").map((kv) => kv.split("=", 2) as [string, string])));
+      const scripts = clients.filter((c) => c.cmd?.startsWith("eval")).sort((a, b) => Number(a.idle) - Number(b.idle));
+      if (scripts[0] === undefined) throw new Error(`no connection ran a script: ${JSON.stringify(clients)}`);
+      return scripts[0].id!;
+    } finally {
+      direct.disconnect();
+    }
+  };
+
+  test("its successor is not cut off at the lost command's deadline", async () => {
+    env.proxy.setMode("blackhole");
+    const swallowed = env.proxy.nextSwallowed((c) => c.includes("}:ur-stale:"));
+    const first = env.clients.events.append({ sessionId: "ur-stale", event: ev({ n: 1 }) }).catch((e: unknown) => e);
+    await swallowed;
+    const deadline = performance.now() + STALE_TIMEOUT_MS;
+    await new Promise((r) => setTimeout(r, 100));
+    env.proxy.setMode("pass");
+    env.proxy.resetAll();
+    // The operation retries on the new connection and ends before the old deadline.
+    await first;
+    await env.clients.events.append({ sessionId: "ur-stale-after", event: ev({ n: 1 }) });
+    const successor = await scriptConnection();
+    if (performance.now() > deadline - 500) throw new Error("the server took too long to reconnect for this test to tell");
+    await new Promise((r) => setTimeout(r, deadline + 500 - performance.now()));
+    await env.clients.events.append({ sessionId: "ur-stale-after", event: ev({ n: 2 }) });
+    expect(await scriptConnection()).toBe(successor);
+  });
+});

@@ -185,6 +185,15 @@ function parseNodes(text: string): NodeLine[] {
     });
 }
 
+/** One node's CLUSTER NODES reduced to roles: each node's address, primary or the address it replicates, and slots. */
+function roleView(lines: NodeLine[]): string {
+  const addressOf = new Map(lines.map((l) => [l.id, l.address]));
+  return lines
+    .map((l) => `${l.address} ${l.flags.includes("master") ? `primary ${l.slots.filter((r) => !r.startsWith("[")).join(",")}` : `of ${addressOf.get(l.primaryId) ?? "?"}`}`)
+    .sort()
+    .join("\n");
+}
+
 /** True when `slot` falls in one of CLUSTER NODES's slot ranges (`a-b` or `a`; migration markers skipped). */
 function covers(ranges: string[], slot: number): boolean {
   return ranges.some((r) => {
@@ -313,10 +322,22 @@ export async function spawnCluster(options: ClusterOptions = {}): Promise<Spawne
           const range = owner.slots.find((r) => !r.startsWith("[") && covers([r], slot))!;
           slot = Number(range.split("-")[1] ?? range);
         }
+        // Every running node agrees on who serves and who replicates whom (a restarted primary
+        // claims its old slots in its own view until it learns of its replacement).
+        const views = new Set<string>();
         for (const n of nodes.filter((x) => x.running)) {
           const [cluster, replication] = await info(n, ["cluster", "replication"]);
           if (!cluster!.includes("cluster_state:ok")) return false;
           if (replication!.includes("role:slave") && !replication!.includes("master_link_status:up")) return false;
+          views.add(roleView(parseNodes((await command(n, "CLUSTER", "NODES")) as string)));
+        }
+        if (views.size !== 1) return false;
+        // With every node running, every primary has its replicas back.
+        if (nodes.every((x) => x.running)) {
+          const view = lines.filter((l) => !l.flags.some((f) => f.startsWith("fail")));
+          const serving = view.filter((l) => l.flags.includes("master") && l.slots.length > 0);
+          if (serving.length !== primaryCount) return false;
+          if (serving.some((p) => view.filter((l) => l.primaryId === p.id).length !== replicas)) return false;
         }
         return true;
       } catch {
