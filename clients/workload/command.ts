@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { Command, InvalidArgumentError } from "commander";
-import { parseDuration, parseDurationOrZero, parsePositiveInt } from "../../services/server/serve-command.js";
+import { parseDuration, parseDurationOrZero, parsePositiveInt } from "../../common/flag-parsers.js";
 import { addDriverOptions, driverClientOptions, TARGET_ENV, type DriverFlags } from "../driver-flags.js";
 import { openDriverClients } from "../factory.js";
 import { action, printJson, UsageError } from "../cli/output.js";

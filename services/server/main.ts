@@ -1,21 +1,21 @@
 #!/usr/bin/env node
 /**
  * The `mecatl-drivers` executable: `serve` runs the storage services; the
- * operator commands (sessions, events, leases, schedules, health) talk to a
- * running server through the clients.
+ * operator commands (sessions, events, leases, schedules, health, ...) talk
+ * to a running server through the clients or open stores themselves.
+ *
+ * A command named on the command line is the only one loaded (each pulls in
+ * different libraries: the stores, the gRPC server, the clients), so an
+ * operator command starts in a fraction of the time `serve` takes to load;
+ * help, `help <command>` and unknown commands load them all.
  */
 import { Command } from "commander";
-import { serveCommand } from "./serve-command.js";
+import { OPERATOR_COMMANDS } from "../../clients/cli/index.js";
 
-const program = new Command("mecatl-drivers")
-  .description("remote storage driver services (mecatl.driver.v1) for the Mecatl agent harness")
-  .showHelpAfterError()
-  .addCommand(serveCommand());
-// `serve` needs none of the clients, CLI or workload code: load it only for
-// the other commands (and top-level help), keeping the server's start-up lean.
-if (process.argv[2] !== "serve") {
-  const { operatorCommands } = await import("../../clients/cli/index.js");
-  for (const command of operatorCommands()) program.addCommand(command);
-}
+const COMMANDS: ReadonlyArray<readonly [string, () => Promise<Command>]> = [["serve", async () => (await import("./serve-command.js")).serveCommand()], ...OPERATOR_COMMANDS];
+
+const program = new Command("mecatl-drivers").description("remote storage driver services (mecatl.driver.v1) for the Mecatl agent harness").showHelpAfterError();
+const named = COMMANDS.find(([name]) => name === process.argv[2]);
+for (const [, load] of named === undefined ? COMMANDS : [named]) program.addCommand(await load());
 
 await program.parseAsync(process.argv);

@@ -1,8 +1,7 @@
 import { HELD_COPIES } from "./inflight-budget.js";
 import { Command, Option, InvalidArgumentError } from "commander";
-import ms from "ms";
-import bytes from "bytes";
-import { startServer, type ServerOptions } from "./server.js";
+import { parseBytes, parseDuration, parseDurationOrZero, parsePositiveInt } from "../../common/flag-parsers.js";
+import type { ServerOptions } from "./server.js";
 import { defaultMaxInflightBytes, MIN_DEFAULT_INFLIGHT_BYTES } from "./inflight-default.js";
 import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
@@ -14,29 +13,6 @@ import { DEFAULT_FOLLOW_POLL_MS } from "../event-log/sqlite-feed.js";
 import { addStoreOptions, redisFlagsGiven, storeBackendOptions, type StoreFlags } from "./store-options.js";
 
 /**
- * Parses a duration flag such as `30s`, `500ms` or `2m` into milliseconds.
- *
- * @throws InvalidArgumentError (commander prints it; `serve` exits 2) when the
- *   text is not a positive duration.
- */
-export function parseDuration(text: string): number {
-  const value = ms(text as ms.StringValue);
-  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
-    throw new InvalidArgumentError(`expected a positive duration such as 30s, 500ms or 2m, got ${JSON.stringify(text)}`);
-  }
-  return value;
-}
-
-/**
- * Parses a duration flag that may also be `0` (off), in milliseconds.
- *
- * @throws InvalidArgumentError when the text is neither `0` nor a positive duration.
- */
-export function parseDurationOrZero(text: string): number {
-  return text.trim() === "0" ? 0 : parseDuration(text);
-}
-
-/**
  * Parses `--lease-ttl`: a duration (see {@link parseDuration}) of at most
  * 365 days, so that expiry arithmetic stays exact (session-lease/rules.ts).
  *
@@ -46,17 +22,6 @@ export function parseLeaseTtl(text: string): number {
   const value = parseDuration(text);
   if (value > MAX_LEASE_TTL_MS) throw new InvalidArgumentError(`a lease TTL of at most 365d is supported, got ${JSON.stringify(text)}`);
   return value;
-}
-
-/**
- * Parses a positive integer flag.
- *
- * @throws InvalidArgumentError when the text is not a whole number ≥ 1.
- */
-export function parsePositiveInt(text: string): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`expected a whole number of at least 1, got ${JSON.stringify(text)}`);
-  return n;
 }
 
 /** Most replicas `--redis-wait-replicas` may ask for. */
@@ -73,19 +38,6 @@ export function parseWaitReplicas(text: string): number {
     throw new InvalidArgumentError(`expected a whole number of replicas from 0 to ${MAX_WAIT_REPLICAS}, got ${JSON.stringify(text)}`);
   }
   return n;
-}
-
-/**
- * Parses a size flag such as `512MB`, `2GB` or `1048576` (bytes; units are
- * powers of 1024, as the `bytes` package reads them).
- *
- * @throws InvalidArgumentError when the text is not a size of at least 1 byte.
- */
-export function parseBytes(text: string): number {
-  // bytes.parse reads "12zz" as 12; accept only a number with an optional known unit.
-  const value = /^\s*\d+(\.\d+)?\s*(b|kb|mb|gb|tb|pb)?\s*$/i.test(text) ? bytes.parse(text) : null;
-  if (value === null || !Number.isSafeInteger(value) || value < 1) throw new InvalidArgumentError(`expected a size such as 512MB, 2GB or a number of bytes, got ${JSON.stringify(text)}`);
-  return value;
 }
 
 /** The smallest `--max-inflight-bytes` accepted, in bytes (1 MiB): below it, ordinary calls would be refused for want of room. */
@@ -329,7 +281,10 @@ export function serveCommand(): Command {
     .addHelpText("after", TRACING_HELP)
     .action(async (services: string[], flags: ServeFlags) => {
       try {
-        const server = await startServer(serveOptions(services, flags));
+        const options = serveOptions(services, flags);
+        // Loaded here, not at the top: the operator commands share this executable and need none of it.
+        const { startServer } = await import("./server.js");
+        const server = await startServer(options);
         const stop = (signal: string) => {
           server.logger.info({ signal }, "shutting down");
           void server.close().then(() => process.exit(0));

@@ -6,7 +6,7 @@
  * defects grouped), and exits 1 when it found any defect.
  */
 import { Command, Option } from "commander";
-import { parsePositiveInt } from "../../services/server/serve-command.js";
+import { parsePositiveInt } from "../../common/flag-parsers.js";
 import { FUZZ_BACKENDS, fuzzRequests, groupDefects, openFuzzSession, type FuzzBackend } from "./run.js";
 
 const program = new Command("fuzz")
