@@ -89,7 +89,8 @@ export class FollowHub {
    *
    * @throws LogError `follow_capacity` at once, before any storage work, when
    *   `maxFollowers` streams are already open.
-   * @throws the feed's error when the wake-up registration fails (INTERNAL).
+   * @throws the feed's StoreFailure when the wake-up registration fails or
+   *   is not confirmed within `--store-timeout` (UNAVAILABLE).
    */
   async admit(sessionId: string): Promise<Follower> {
     if (this.open >= this.limits.maxFollowers) {

@@ -2,6 +2,8 @@ import type { Cluster, Redis } from "ioredis";
 import { isCluster, type RedisClient } from "../storage/redis-client.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { keySlot } from "../storage/redis-layout.js";
+import { classifyRedisError, withinMs } from "../storage/redis-errors.js";
+import { StoreFailure } from "../storage/store-failure.js";
 import type { ChangeFeed, ChangeHint } from "./store.js";
 
 interface Watch {
@@ -35,9 +37,15 @@ export class RedisChangeFeed implements ChangeFeed {
   private change: (sessionId: string, hint: ChangeHint) => void = () => undefined;
   private changeAll: () => void = () => undefined;
 
+  /**
+   * @param redis the store's command connection, duplicated for the subscriber.
+   * @param keys the store's key names (the change channels).
+   * @param timeoutMs `--store-timeout` in milliseconds: how long {@link watch} waits for Redis to confirm a subscription.
+   */
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
+    private readonly timeoutMs: number,
   ) {}
 
   listen(change: (sessionId: string, hint: ChangeHint) => void, changeAll: () => void): void {
@@ -45,12 +53,28 @@ export class RedisChangeFeed implements ChangeFeed {
     this.changeAll = changeAll;
   }
 
+  /**
+   * Subscribes to `sessionId`'s change channel (shared by its followers) and
+   * resolves once Redis confirmed the subscription.
+   *
+   * @throws StoreFailure `unreachable` (UNAVAILABLE; wire-contract.md section
+   *   3.6, a follow ends with a status) when Redis does not confirm it within
+   *   `--store-timeout` or the subscriber connection fails meanwhile: a
+   *   SUBSCRIBE lost with a stalled or dropped connection may never be
+   *   answered, and the follow must not wait for it holding its slot.
+   *   The limit runs from the SUBSCRIBE, so a follower that joins one
+   *   already sent waits only for what is left of it.
+   */
   async watch(sessionId: string): Promise<void> {
     const channel = this.keys.eventLogChannel(sessionId);
     let w = this.watches.get(channel);
     if (w === undefined) {
       const sub = this.subscriber();
-      w = { sessionId, refs: 0, subscribed: isCluster(sub) ? sub.ssubscribe(channel) : sub.subscribe(channel) };
+      // Bounded from when the SUBSCRIBE is sent, for every follower that joins it: when it
+      // fails, they all fail in the same turn, their unwatch drops the entry, and the next
+      // follower sends a SUBSCRIBE of its own (one left unanswered is never retried).
+      w = { sessionId, refs: 0, subscribed: withinMs(isCluster(sub) ? sub.ssubscribe(channel) : sub.subscribe(channel), this.timeoutMs) };
+      w.subscribed.catch(() => undefined);
       this.watches.set(channel, w);
     }
     w.refs++;
@@ -58,7 +82,9 @@ export class RedisChangeFeed implements ChangeFeed {
       await w.subscribed;
     } catch (err) {
       this.unwatch(sessionId);
-      throw err;
+      const c = classifyRedisError(err);
+      const cause = c.kind === "retry" ? c.cause : (err as Error).message;
+      throw new StoreFailure("unreachable", `Redis did not confirm the follow's subscription within ${this.timeoutMs} ms (${cause}); follow again`, { cause: err });
     }
   }
 

@@ -107,7 +107,7 @@ export class RedisEventLogStore implements EventLogStore {
     private readonly keys: RedisKeys,
     storeTimeoutMs: number,
   ) {
-    this.feed = new RedisChangeFeed(redis, keys);
+    this.feed = new RedisChangeFeed(redis, keys, storeTimeoutMs);
     this.ops = new RedisOperations(redis, storeTimeoutMs);
   }
 
