@@ -1,11 +1,8 @@
 import { create, fromBinary, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
-import { JSON_MESSAGE_BYTES } from "./connect-request-check.js";
+import { binaryMediaType, JSON_MESSAGE_BYTES, mediaType } from "./connect-request-check.js";
 import { preEncoded } from "../rpc/encoded-answer.js";
 import type { AnyServiceImpl } from "./grpc-adapter.js";
-
-/** Content types of the Connect listener's binary protocols (Connect, gRPC, gRPC-Web), parameters left out. */
-const BINARY_CONTENT = /^application\/(proto|connect\+proto|grpc(-web)?(\+proto)?)$/i;
 
 /**
  * `impl` as the Connect listener serves it:
@@ -59,6 +56,5 @@ async function* jsonSizedStream(method: DescMethod, stream: AsyncIterable<unknow
 }
 
 function binaryCaller(context: HandlerContext): boolean {
-  const type = context.requestHeader.get("content-type")?.split(";")[0]?.trim() ?? "";
-  return BINARY_CONTENT.test(type);
+  return binaryMediaType(mediaType(context.requestHeader));
 }

@@ -22,9 +22,19 @@ const FRAMING: ReadonlyArray<[RegExp, "whole" | "enveloped", string]> = [
   [/^application\/grpc(-web)?(\+proto)?$/i, "enveloped", "grpc-encoding"],
 ];
 
-/** True when `contentType` is a JSON codec of the Connect listener (Connect, gRPC or gRPC-Web with `+json`). */
-export function jsonContentType(contentType: string | undefined): boolean {
-  return /^application\/((connect|grpc(-web)?)\+)?json$/i.test(contentType?.split(";")[0]?.trim() ?? "");
+/** The media type of a request's `content-type` header, without parameters (`application/json; charset=utf-8` → `application/json`); empty when absent. */
+export function mediaType(headers: Headers): string {
+  return headers.get("content-type")?.split(";")[0]?.trim() ?? "";
+}
+
+/** True when `type` (a {@link mediaType}) is a binary codec of the Connect listener (Connect, gRPC or gRPC-Web with protobuf). */
+export function binaryMediaType(type: string): boolean {
+  return FRAMING.some(([pattern]) => pattern.test(type));
+}
+
+/** True when `type` (a {@link mediaType}) is a JSON codec of the Connect listener (Connect, gRPC or gRPC-Web with `+json`). */
+function jsonMediaType(type: string): boolean {
+  return /^application\/((connect|grpc(-web)?)\+)?json$/i.test(type);
 }
 
 /**
@@ -49,13 +59,13 @@ export function jsonContentType(contentType: string | undefined): boolean {
  * @throws ConnectError INVALID_ARGUMENT or RESOURCE_EXHAUSTED from the iteration, as above.
  */
 export async function* checkedRequest(body: AsyncIterable<Uint8Array>, headers: Headers, input: DescMessage, maxMessageBytes: number): AsyncIterable<Uint8Array> {
-  const contentType = headers.get("content-type")?.split(";")[0]?.trim() ?? "";
+  const contentType = mediaType(headers);
   const chunks: Uint8Array[] = [];
   let length = 0;
   for await (const chunk of body) {
     chunks.push(chunk);
     length += chunk.byteLength;
-    if (length > JSON_MESSAGE_BYTES && jsonContentType(contentType)) {
+    if (length > JSON_MESSAGE_BYTES && jsonMediaType(contentType)) {
       throw new ConnectError(`request: a JSON request may be at most ${JSON_MESSAGE_BYTES} bytes on this listener; send larger ones in binary (application/proto) or over gRPC`, Code.ResourceExhausted);
     }
   }

@@ -179,12 +179,17 @@ export function onBackendHealthChange(backend: Backend, listener: () => void): (
 function onClientChange(client: RedisClient, listener: () => void): () => void {
   const events = ["ready", "close", "end", "reconnecting", "error"];
   for (const e of events) client.on(e, listener);
-  const watches: Array<EventEmitter | undefined> = [isCluster(client) ? clusterDurability(client) : durabilityWatch(client), writeRefusals(client)];
+  const watches: Array<EventEmitter | undefined> = [durabilityOf(client), writeRefusals(client)];
   for (const w of watches) w?.on("change", listener);
   return () => {
     for (const e of events) client.off(e, listener);
     for (const w of watches) w?.off("change", listener);
   };
+}
+
+/** The durability watch of one Redis client (a cluster's ClusterDurability, a single connection's DurabilityWatch), or undefined when it is not watched. */
+function durabilityOf(client: RedisClient): EventEmitter | undefined {
+  return isCluster(client) ? clusterDurability(client) : durabilityWatch(client);
 }
 
 /**
@@ -195,10 +200,7 @@ function onClientChange(client: RedisClient, listener: () => void): () => void {
  */
 export function onDurabilityCheck(backend: Backend, listener: (outcome: DurabilityCheckOutcome) => void): () => void {
   if (backend.kind === "sqlite") return () => undefined;
-  const watches = [backend.redis, backend.writer]
-    .filter((c): c is RedisClient => c !== undefined)
-    .map((c): EventEmitter | undefined => (isCluster(c) ? clusterDurability(c) : durabilityWatch(c)))
-    .filter((w): w is EventEmitter => w !== undefined);
+  const watches = [backend.redis, backend.writer].map((c) => (c === undefined ? undefined : durabilityOf(c))).filter((w): w is EventEmitter => w !== undefined);
   for (const w of watches) w.on("checked", listener);
   return () => watches.forEach((w) => w.off("checked", listener));
 }

@@ -88,15 +88,21 @@ export class StoreLayout {
 }
 
 /**
- * The Redis Cluster slot of `key`: of its hash tag (the text between its
- * first `{` and the first `}` after it) when that is not empty, else of the
- * whole key; computed on the UTF-8 bytes, as CLUSTER KEYSLOT does.
+ * The hash tag of `key` as Redis Cluster reads it: the text between its
+ * first `{` and the first `}` after it, or undefined when there is none or
+ * it is empty (the whole key is hashed then).
+ */
+export function hashTag(key: string): string | undefined {
+  const open = key.indexOf("{");
+  if (open < 0) return undefined;
+  const close = key.indexOf("}", open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : undefined;
+}
+
+/**
+ * The Redis Cluster slot of `key`: of its {@link hashTag} when it has one,
+ * else of the whole key; computed on the UTF-8 bytes, as CLUSTER KEYSLOT does.
  */
 export function keySlot(key: string): number {
-  const open = key.indexOf("{");
-  if (open >= 0) {
-    const close = key.indexOf("}", open + 1);
-    if (close > open + 1) return slotOfTag(key.slice(open + 1, close));
-  }
-  return slotOfTag(key);
+  return slotOfTag(hashTag(key) ?? key);
 }

@@ -2,7 +2,7 @@ import { EventEmitter } from "node:events";
 import { isCluster, type RedisClient } from "./redis-client.js";
 import { withinMs, writeRefusalCause } from "./redis-errors.js";
 import type { RedisKeys } from "./redis-keys.js";
-import { keySlot } from "./redis-layout.js";
+import { hashTag, keySlot } from "./redis-layout.js";
 
 /** Milliseconds between two probe writes while Redis refuses writes (1 s), as SQLite's disk probe (sqlite-database.ts). */
 export const REFUSAL_PROBE_INTERVAL_MS = 1000;
@@ -75,7 +75,7 @@ export class WriteRefusals extends EventEmitter {
   note(err: unknown, key: string | undefined): void {
     const cause = writeRefusalCause(err);
     if (cause === undefined || this.ended) return;
-    const tag = key === undefined ? undefined : /\{([^}]*)\}/.exec(key)?.[1];
+    const tag = key === undefined ? undefined : hashTag(key);
     if (tag === undefined) return;
     const node = isCluster(this.client) ? (this.client.slots[keySlot(key!)]?.[0] ?? "(unknown)") : "";
     const known = this.refused.get(node);

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { startRedisBehindProxy, type RedisBehindProxy } from "../helpers/redis-behind-proxy.js";
+import { appendsSucceedAgain, startRedisBehindProxy, type RedisBehindProxy } from "../helpers/redis-behind-proxy.js";
 import { appendSeqs, openFollow, seqsOf } from "../helpers/event-log.js";
-import { waitFor } from "../helpers/wait.js";
 
 /** `--store-timeout` of the server under test, and the slack allowed on top of it (a bound, not a benchmark). */
 const TIMEOUT_MS = 1000;
@@ -45,7 +44,7 @@ describe("Redis follow streams through an outage", () => {
   };
   /** After the fault: appends succeed again, and two follows (every slot) are woken by the next append. */
   const followWorks = async (sessionId: string, cursor: string) => {
-    await waitFor(() => appendSeqs(env.clients.events, "fo-probe", [0]).then(() => true, () => false), 15_000, "appends to succeed again");
+    await appendsSucceedAgain(env, "fo-probe");
     const streams = [openFollow(env.clients.events, { sessionId, cursor }), openFollow(env.clients.events, { sessionId, cursor })];
     try {
       await new Promise((r) => setTimeout(r, 300));

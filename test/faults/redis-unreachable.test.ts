@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { Code, ConnectError } from "@connectrpc/connect";
-import { startRedisBehindProxy, type RedisBehindProxy } from "../helpers/redis-behind-proxy.js";
+import { Code } from "@connectrpc/connect";
+import { appendsSucceedAgain, startRedisBehindProxy, type RedisBehindProxy } from "../helpers/redis-behind-proxy.js";
 import { expectCode } from "../helpers/errors.js";
 import { ev, readAfterAll } from "../helpers/event-log.js";
 import { waitFor } from "../helpers/wait.js";
@@ -36,22 +36,7 @@ describe("Redis unreachable", () => {
   };
   const append = (sessionId: string, n: number) => env.clients.events.append({ sessionId, event: ev({ n }) });
   /** Waits until an append (to a session of its own) succeeds again: the fault is gone and the server reconnected. */
-  const recovered = async () => {
-    let last = "";
-    try {
-      await waitFor(
-        () => append("ur-probe", 0).then(
-          () => true,
-          (e: unknown) => (e instanceof ConnectError && e.code === Code.Unavailable ? ((last = e.rawMessage), false) : Promise.reject(e)),
-        ),
-        15_000,
-        "appends to succeed again",
-      );
-    } catch (err) {
-      // Say why: the last refusal and what the server logged.
-      throw new Error(`${(err as Error).message}; last answer: ${last}; server log tail:\n${env.server.stderr.slice(-15).join("\n")}`);
-    }
-  };
+  const recovered = () => appendsSucceedAgain(env, "ur-probe");
   /** Waits until the server has noticed that its Redis connection is down (health NOT_SERVING). */
   const noticedDown = () => {
     const health = grpcClient(Health, env.server.address);

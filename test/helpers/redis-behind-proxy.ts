@@ -1,4 +1,4 @@
-import type { Client } from "@connectrpc/connect";
+import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { SessionLeaseService } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
@@ -7,6 +7,8 @@ import { grpcClient } from "./clients.js";
 import { startFaultProxy, type FaultProxy } from "./fault-proxy.js";
 import { spawnRedis, type SpawnedRedis } from "./redis-server.js";
 import { startServer, type ServerProcess } from "./server.js";
+import { waitFor } from "./wait.js";
+import { ev } from "./event-log.js";
 
 /** Typed clients of every service of one `serve all` process. */
 export interface AllClients {
@@ -57,6 +59,29 @@ export async function startRedisBehindProxy(args: string[] = []): Promise<RedisB
       await redis.stop();
     },
   };
+}
+
+/**
+ * Waits (up to 15 s) until an Append to `probeSession` succeeds again
+ * through `env`: the fault is gone and the server reconnected. Fails saying
+ * the last UNAVAILABLE answer and the tail of the server's log; any other
+ * error fails at once.
+ */
+export async function appendsSucceedAgain(env: RedisBehindProxy, probeSession: string): Promise<void> {
+  let last = "";
+  const append = () => env.clients.events.append({ sessionId: probeSession, event: ev({ n: 0 }) });
+  try {
+    await waitFor(
+      () => append().then(
+        () => true,
+        (e: unknown) => (e instanceof ConnectError && e.code === Code.Unavailable ? ((last = e.rawMessage), false) : Promise.reject(e)),
+      ),
+      15_000,
+      "appends to succeed again",
+    );
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; last answer: ${last}; server log tail:\n${env.server.stderr.slice(-15).join("\n")}`);
+  }
 }
 
 /**
