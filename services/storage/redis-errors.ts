@@ -31,7 +31,6 @@ export class RedisAttemptTimeout extends Error {
 /** Error replies that mean "not now", never "applied": the command did not run. */
 const PASSING_REPLY: Array<[RegExp, string]> = [
   [/^LOADING\b/, "Redis is loading its data"],
-  [/^READONLY\b/, "the Redis server is a read-only replica"],
   [/^MASTERDOWN\b/, "the replica lost its primary"],
   [/^TRYAGAIN\b/, "a hash slot of the Redis cluster is being migrated"],
   [/^CLUSTERDOWN\b/, "the Redis cluster is down (a hash slot has no reachable primary)"],
@@ -60,13 +59,23 @@ const NOT_SENT = /^Stream isn't writeable|^Cluster isn't ready|^Too many Cluster
  */
 const MAYBE_SENT = /^(?:\w*Error: )?(?:Reached the max retries per request|Socket timeout\b|Connection is closed\.|Command aborted due to connection close)|ECONNRESET|EPIPE|ETIMEDOUT/;
 
-/** Error replies by which Redis refuses a write while it cannot take writes at all, with what each says (see {@link writeRefusalCause}). */
-const REFUSAL_REPLY: Array<[RegExp, string]> = [
-  [/^READONLY\b/, "it is a read-only replica (READONLY)"],
-  [/\bMISCONF\b[\s\S]*no space left/i, "no space left on its disk (MISCONF)"],
-  [/\bMISCONF\b/, "it cannot persist writes (MISCONF)"],
-  [/\bOOM\b/, "maxmemory reached (OOM)"],
-  [/\bNOREPLICAS\b/, "too few replicas in sync (NOREPLICAS)"],
+/**
+ * Error replies by which Redis refuses every write while it cannot take
+ * writes at all, in the order they are matched: what health says of the
+ * node (see {@link writeRefusalCause}), and what the attempt means for its
+ * operation (READONLY passes, as a failover may promote another primary;
+ * the others are final, nothing written).
+ */
+const REFUSAL_REPLY: Array<[RegExp, string, (err: Error) => RedisErrorClass]> = [
+  [/^READONLY\b/, "it is a read-only replica (READONLY)", () => ({ kind: "retry", sent: false, cause: "the Redis server is a read-only replica" })],
+  [
+    /\bMISCONF\b[\s\S]*no space left/i,
+    "no space left on its disk (MISCONF)",
+    (err) => ({ kind: "fail", failure: new StoreFailure("disk_full", "Redis cannot write its persistence files: no space left on its disk; nothing was written", { cause: err }) }),
+  ],
+  [/\bMISCONF\b/, "it cannot persist writes (MISCONF)", (err) => ({ kind: "fail", failure: new StoreFailure("not_durable", "Redis cannot persist writes right now (MISCONF); nothing was written", { cause: err }) })],
+  [/\bOOM\b/, "maxmemory reached (OOM)", (err) => ({ kind: "fail", failure: new StoreFailure("disk_full", "Redis maxmemory reached; nothing was written", { cause: err }) })],
+  [/\bNOREPLICAS\b/, "too few replicas in sync (NOREPLICAS)", (err) => ({ kind: "fail", failure: new StoreFailure("not_durable", "Redis has too few replicas to accept writes; nothing was written", { cause: err }) })],
 ];
 
 /**
@@ -103,14 +112,7 @@ export function classifyRedisError(err: unknown): RedisErrorClass {
   const message = err.message;
   if (err.name === "ReplyError") {
     for (const [pattern, cause] of PASSING_REPLY) if (pattern.test(message)) return { kind: "retry", sent: false, cause };
-    if (/\bMISCONF\b/.test(message)) {
-      return /no space left/i.test(message)
-        ? { kind: "fail", failure: new StoreFailure("disk_full", "Redis cannot write its persistence files: no space left on its disk; nothing was written", { cause: err }) }
-        : { kind: "fail", failure: new StoreFailure("not_durable", "Redis cannot persist writes right now (MISCONF); nothing was written", { cause: err }) };
-    }
-    if (/\bOOM\b/.test(message)) return { kind: "fail", failure: new StoreFailure("disk_full", "Redis maxmemory reached; nothing was written", { cause: err }) };
-    if (/\bNOREPLICAS\b/.test(message)) return { kind: "fail", failure: new StoreFailure("not_durable", "Redis has too few replicas to accept writes; nothing was written", { cause: err }) };
-    return { kind: "bug" };
+    return REFUSAL_REPLY.find(([pattern]) => pattern.test(message))?.[2](err) ?? { kind: "bug" };
   }
   if (/^Too many Cluster redirections/.test(message)) {
     // The client stops after 16 errors in a row and reports the last one, which decides.
