@@ -16,6 +16,7 @@ import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
 import { waitFor } from "../helpers/wait.js";
+import { METRICS_FLAGS, metricValue } from "../helpers/metrics.js";
 
 const snap = { format: "sessnap-json/1", payload: new TextEncoder().encode("{}") };
 
@@ -38,7 +39,7 @@ describe("durability on every primary of a Redis Cluster", () => {
 
   beforeAll(async () => {
     cluster = await fileCluster();
-    server = await startServer(["session-store", "--store", cluster.url, "--store-timeout", "2s"]);
+    server = await startServer(["session-store", "--store", cluster.url, "--store-timeout", "2s", ...METRICS_FLAGS]);
     sessions = grpcClient(SessionStoreService, server.address);
     health = grpcClient(Health, server.address);
   });
@@ -83,8 +84,14 @@ describe("durability on every primary of a Redis Cluster", () => {
     const [primary] = await cluster.primaries();
     const [replica] = await cluster.replicasOf(primary!);
     const id = await sessionIdOn(cluster, primary!, "promoted");
+    // Durability checks that found a problem: the weak replica is the only node with one from here.
+    const problems = () => metricValue(server.metricsAddress!, "mecatl_drivers_redis_durability_checks_total", { outcome: "problem" });
+    const problemsBefore = await problems();
     await setFsync(replica!, "everysec");
     try {
+      // The replica's watch has seen it (a change is found within a check interval, as on a primary:
+      // a failover sooner than that would promote it on the strength of its last check).
+      await waitFor(async () => (await problems()) > problemsBefore, 20_000, "a check of the replica finding appendfsync everysec");
       // A weak replica is no problem while it is a replica.
       expect(await status()).toBe(Status.SERVING);
       await primary!.kill();

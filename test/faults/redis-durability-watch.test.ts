@@ -60,7 +60,9 @@ describe("the Redis durability watch", () => {
       await waitFor(async () => (await overallHealth(server!.address)) === Status.NOT_SERVING, DURABILITY_CHECK_MS + STORE_TIMEOUT_MS + MARGIN_MS, "NOT_SERVING after appendfsync everysec");
       expect(performance.now() - changed).toBeLessThan(DURABILITY_CHECK_MS + STORE_TIMEOUT_MS + MARGIN_MS);
       await expectCode(events.append({ sessionId: "outage", event: ev({ n: 3 }) }), Code.Unavailable, "appendfsync");
-      expect(logEntries(server, "store cannot take writes; health is NOT_SERVING").filter((e) => String(e.problem).includes("not durable"))).toHaveLength(1);
+      const notDurable = () => logEntries(server!, "store cannot take writes; health is NOT_SERVING").filter((e) => String(e.problem).includes("not durable"));
+      await waitFor(() => notDurable().length > 0, MARGIN_MS, "the NOT_SERVING log line");
+      expect(notDurable()).toHaveLength(1);
 
       // A later check passes again.
       await admin.config("SET", "appendfsync", "always");
@@ -84,6 +86,8 @@ describe("the Redis durability watch", () => {
     // Redis stops answering but the connection stays open: the next periodic check hangs.
     proxy.setMode("blackhole");
     await waitFor(async () => (await overallHealth(server!.address)) === Status.NOT_SERVING, DURABILITY_CHECK_MS + STORE_TIMEOUT_MS + MARGIN_MS, "NOT_SERVING after a check got no answer");
+    // The server's log line can reach this process after the health answer does.
+    await waitFor(() => logEntries(server!, "store cannot take writes; health is NOT_SERVING").length > 0, MARGIN_MS, "the NOT_SERVING log line");
     const lines = logEntries(server, "store cannot take writes; health is NOT_SERVING");
     expect(lines).toHaveLength(1);
     expect(await metricValue(server.metricsAddress!, "mecatl_drivers_redis_durability_checks_total", { outcome: "failed" })).toBeGreaterThanOrEqual(1);
