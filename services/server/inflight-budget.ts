@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Gauge } from "prom-client";
+import type { MemoryTrimmer } from "./memory-trim.js";
 
 /**
  * Requests and answers up to this many bytes may take budget past callers
@@ -23,8 +24,10 @@ export const HELD_COPIES = 3;
  * are encoded, until their call ends, each charged {@link HELD_COPIES} times.
  * A call whose bytes do not fit waits up to `waitMs` for room (first come,
  * first served), then fails with RESOURCE_EXHAUSTED; bytes larger than the
- * whole budget fail at once. `onIdle` runs whenever the budget empties after
- * holding at least `idleAfterBytes` (the server trims its memory then).
+ * whole budget fail at once. `onIdle.trimmer` is scheduled whenever the
+ * budget empties after holding at least `onIdle.afterBytes` (the server
+ * trims its memory then), and cancelled when a message larger than
+ * {@link SMALL_CALL_BYTES} takes budget again before it ran.
  */
 export class InflightBudget {
   private usedBytes = 0;
@@ -34,8 +37,9 @@ export class InflightBudget {
    * @param limitBytes the budget in bytes (≥ 1).
    * @param waitMs how long a call waits for room, in milliseconds.
    * @param gauge optional metric set to the bytes charged.
-   * @param onIdle optional hook run when the budget empties after holding at
-   *   least `afterBytes` (charged) since the last run.
+   * @param onIdle optional trimmer scheduled when the budget empties after
+   *   holding at least `afterBytes` (charged) since the last time, and
+   *   cancelled when a large message takes budget again.
    */
   private highWater = 0;
 
@@ -43,7 +47,7 @@ export class InflightBudget {
     readonly limitBytes: number,
     readonly waitMs: number,
     private readonly gauge?: Gauge,
-    private readonly onIdle?: { afterBytes: number; run: () => void },
+    private readonly onIdle?: { afterBytes: number; trimmer: MemoryTrimmer },
   ) {}
 
   /** Bytes charged now (message bytes × {@link HELD_COPIES}). */
@@ -60,6 +64,7 @@ export class InflightBudget {
     if (this.usedBytes + charge > this.limitBytes) return false;
     if (this.waiting.length > 0 && bytes > SMALL_CALL_BYTES) return false;
     this.add(charge);
+    if (bytes > SMALL_CALL_BYTES) this.onIdle?.trimmer.cancel();
     return true;
   }
 
@@ -88,6 +93,7 @@ export class InflightBudget {
         bytes: charge,
         grant: () => {
           clearTimeout(timer);
+          if (bytes > SMALL_CALL_BYTES) this.onIdle?.trimmer.cancel();
           resolve();
         },
       };
@@ -112,7 +118,7 @@ export class InflightBudget {
     this.grantWaiting();
     if (this.usedBytes === 0 && this.onIdle !== undefined && this.highWater >= this.onIdle.afterBytes) {
       this.highWater = 0;
-      this.onIdle.run();
+      this.onIdle.trimmer.schedule();
     }
   }
 

@@ -2,24 +2,41 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 
 /** Milliseconds between the in-flight budget emptying and the collection it triggers. */
-const TRIM_DELAY_MS = 500;
+export const TRIM_DELAY_MS = 500;
+
+/** A collection scheduled for when the process is idle after a burst of large calls. */
+export interface MemoryTrimmer {
+  /** Schedules one full collection {@link TRIM_DELAY_MS} from now (a later call within the delay pushes it back). */
+  schedule(): void;
+  /** Drops the scheduled collection, if any: large calls are arriving again, so the process is not idle. */
+  cancel(): void;
+}
 
 /**
- * Returns a function that schedules one full garbage collection shortly
- * after it is called (later calls within the delay push it back). The server
- * calls it when the in-flight budget empties after a burst of large calls, so
- * that the buffers those calls left behind are freed and memory returns
- * towards the baseline while the process is idle (issue 10 deliverable 3);
- * without it V8 keeps them until the next allocation pressure. Node has no
- * public handle on the collector, so `--expose-gc` is set at run time and the
- * `gc` function taken from a fresh context (the documented V8 flag route).
+ * A {@link MemoryTrimmer} running one full garbage collection shortly after
+ * it is scheduled. The server schedules it when the in-flight budget
+ * empties after a burst of large calls, so that the buffers those calls
+ * left behind are freed and memory returns towards the baseline while the
+ * process is idle (issue 10 deliverable 3); without it V8 keeps them until
+ * the next allocation pressure. A large call arriving within the delay
+ * cancels it (inflight-budget.ts): a full collection is a pause of 10–40 ms
+ * on the main thread, and run in the middle of the next large Save it
+ * stalled the small calls beside it (issue 11). Node has no public handle
+ * on the collector, so `--expose-gc` is set at run time and the `gc`
+ * function taken from a fresh context (the documented V8 flag route).
  */
-export function memoryTrimmer(): () => void {
+export function memoryTrimmer(): MemoryTrimmer {
   setFlagsFromString("--expose-gc");
   const gc = runInNewContext("gc") as () => void;
   let timer: NodeJS.Timeout | undefined;
-  return () => {
-    clearTimeout(timer);
-    timer = setTimeout(gc, TRIM_DELAY_MS).unref();
+  return {
+    schedule() {
+      clearTimeout(timer);
+      timer = setTimeout(gc, TRIM_DELAY_MS).unref();
+    },
+    cancel() {
+      clearTimeout(timer);
+      timer = undefined;
+    },
   };
 }

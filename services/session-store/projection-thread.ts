@@ -39,9 +39,12 @@ interface Pending {
  * answers for the same arguments.
  *
  * One projection is on the worker at a time, the others wait here in
- * order, holding only the caller's view of its payload: the payload on the
- * worker is a copy in a SharedArrayBuffer (the request's bytes stay the
- * caller's, untouched and verbatim), and that buffer is reused from one
+ * order, holding only the caller's view of its payload. A payload that is
+ * in shared memory already (a large gRPC request joined by
+ * server/grpc-message-joiner.ts) is read by the worker where it is, with
+ * no copy; any other payload is copied into a SharedArrayBuffer (the
+ * request's bytes stay the caller's, untouched and verbatim), and that
+ * buffer is reused from one
  * projection to the next ({@link SpareSharedBuffer}), so the copies cost
  * one buffer the size of the largest recent payload, however many large
  * Saves are in flight. A new buffer (the first large Save, a larger
@@ -59,7 +62,7 @@ interface Pending {
 export class ProjectionThread {
   private worker: Worker | undefined;
   /** The projection on the worker, with its sequence number and buffer. */
-  private current: { seq: number; job: Pending; buffer: SharedArrayBuffer } | undefined;
+  private current: { seq: number; job: Pending; buffer: SharedArrayBuffer | undefined } | undefined;
   private readonly waiting: Pending[] = [];
   private nextSeq = 1;
   private readonly spare = new SpareSharedBuffer(SPARE_BUFFER_IDLE_MS, THREAD_PROJECTION_BYTES);
@@ -106,26 +109,38 @@ export class ProjectionThread {
     }
     const worker = this.worker ?? this.start();
     worker.ref();
-    const { buffer, fresh } = this.spare.take(job.payload.byteLength);
     const seq = this.nextSeq++;
+    // A payload in shared memory already (a large gRPC request, server/grpc-message-joiner.ts) goes to the worker as is.
+    if (job.payload.buffer instanceof SharedArrayBuffer) {
+      this.current = { seq, job, buffer: undefined };
+      return this.post(worker, job.payload);
+    }
+    const { buffer, fresh } = this.spare.take(job.payload.byteLength);
     this.current = { seq, job, buffer };
     // A fresh buffer's pages are first touched on the worker, not here (see projection-worker.ts `warm`); the copy follows its answer.
     if (fresh) worker.postMessage({ kind: "warm", seq, buffer } satisfies ProjectionJob);
-    else this.post(worker);
+    else this.postCopy(worker);
   }
 
-  /** Copies the current projection's payload into its buffer and posts it. */
-  private post(worker: Worker): void {
-    const { seq, job, buffer } = this.current!;
-    new Uint8Array(buffer, 0, job.payload.byteLength).set(job.payload);
-    worker.postMessage({ kind: "project", seq, sessionId: job.sessionId, buffer, length: job.payload.byteLength, activityState: job.activityState } satisfies ProjectionJob);
+  /** Copies the current projection's payload into its spare buffer and posts it. */
+  private postCopy(worker: Worker): void {
+    const { job, buffer } = this.current!;
+    const copy = new Uint8Array(buffer!, 0, job.payload.byteLength);
+    copy.set(job.payload);
+    this.post(worker, copy);
+  }
+
+  /** Posts the current projection with `payload`, a view of shared memory holding its payload. */
+  private post(worker: Worker, payload: Uint8Array): void {
+    const { seq, job } = this.current!;
+    worker.postMessage({ kind: "project", seq, sessionId: job.sessionId, payload, activityState: job.activityState } satisfies ProjectionJob);
   }
 
   /** Ends the current projection (its buffer back to the spare) and answers it with `settle`; then the next one. */
   private finish(settle: (job: Pending) => void): void {
     const current = this.current!;
     this.current = undefined;
-    this.spare.give(current.buffer);
+    if (current.buffer !== undefined) this.spare.give(current.buffer);
     settle(current.job);
     this.next();
   }
@@ -135,7 +150,7 @@ export class ProjectionThread {
     let failure: Error | undefined;
     worker.on("message", (reply: ProjectionReply) => {
       if (this.current?.seq !== reply.seq) return;
-      if (reply.kind === "warmed") return this.post(worker);
+      if (reply.kind === "warmed") return this.postCopy(worker);
       this.finish((job) => {
         if (reply.ok) job.resolve(reply.projection);
         else if (reply.payloadError) job.reject(new SnapshotPayloadError(reply.message));

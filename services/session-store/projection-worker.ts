@@ -31,9 +31,8 @@ export type ProjectionJob =
       /** Matches the reply to its job. */
       seq: number;
       sessionId: string;
-      /** Holds the payload in its first `length` bytes; the main thread does not touch it until the reply. */
-      buffer: SharedArrayBuffer;
-      length: number;
+      /** The payload, a view of shared memory (the request's own, or a copy in the thread's spare buffer) that no thread writes until the reply. */
+      payload: Uint8Array;
       activityState: ActivityState;
     };
 
@@ -58,7 +57,7 @@ port.on("message", (job: ProjectionJob) => {
   }
   let reply: ProjectionReply;
   try {
-    reply = { seq: job.seq, kind: "projected", ok: true, projection: projectSnapshot(job.sessionId, new Uint8Array(job.buffer, 0, job.length), job.activityState) };
+    reply = { seq: job.seq, kind: "projected", ok: true, projection: projectSnapshot(job.sessionId, job.payload, job.activityState) };
   } catch (err) {
     const e = err instanceof Error ? err : new Error(String(err));
     reply = { seq: job.seq, kind: "projected", ok: false, payloadError: err instanceof SnapshotPayloadError, name: e.name, message: e.message };

@@ -80,10 +80,11 @@ export class SqliteSessionStore implements SessionStore {
     try {
       for (let seq = 0, at = 0; at < payload.byteLength; seq++, at += CHUNK_BYTES) {
         if (seq > 0) run.throwIfFailed();
-        // A copy of its own, so that its memory can move to the worker (the payload is a view into the request).
-        const bytes = new Uint8Array(Math.min(CHUNK_BYTES, payload.byteLength - at));
-        bytes.set(payload.subarray(at, at + bytes.byteLength));
-        const written = this.db.call("session.stageChunk", { blobId, seq, bytes }, [bytes.buffer]);
+        const chunk = payload.subarray(at, at + CHUNK_BYTES);
+        // Shared memory (a large gRPC request, grpc-message-joiner.ts) reaches the worker as is; other memory is copied into a buffer of its own that moves there.
+        const shared = payload.buffer instanceof SharedArrayBuffer;
+        const bytes = shared ? chunk : new Uint8Array(chunk);
+        const written = this.db.call("session.stageChunk", { blobId, seq, bytes }, shared ? [] : [bytes.buffer as ArrayBuffer]);
         if (seq === 0) {
           this.db.postNow();
           void run.start();
