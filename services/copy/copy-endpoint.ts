@@ -1,5 +1,6 @@
 import { connectRedisClient, isRedisStoreUrl, type RedisClient } from "../storage/redis-client.js";
 import type { BackendOptions } from "../storage/backend.js";
+import { closeRedisClient } from "../storage/redis-bulk-reader.js";
 import { DEFAULT_REDIS_KEY_PREFIX, KNOWN_STORES } from "../storage/backend.js";
 import { StartupError } from "../storage/redis-connection.js";
 import { RedisKeys } from "../storage/redis-keys.js";
@@ -172,7 +173,7 @@ async function openRedis(options: CopyEndpointOptions, access: CopyAccess, admit
     writeProgress: async (text) => void (await ops.read((r) => r.set(progressKey, text))),
     clearProgress: async () => void (await ops.read((r) => r.del(progressKey))),
     erase: () => unlinkStore(ops, keys),
-    close: async () => void (await redis.quit().catch(() => redis.disconnect())),
+    close: () => closeRedisClient(redis),
   };
 }
 

@@ -98,3 +98,32 @@ export function encodedAnswer<Desc extends DescMessage>(desc: Desc, fieldNo: num
 export function preEncoded(message: unknown): Buffer | undefined {
   return typeof message === "object" && message !== null ? encodings.get(message) : undefined;
 }
+
+/** Bytes free before the wire bytes of a message made by {@link encodedInPlace}: room for the gRPC message prefix (a flag byte and a 4-byte length). */
+export const FRAMING_ROOM_BYTES = 5;
+
+/** Wire bytes registered by {@link encodedInPlace}, which have {@link FRAMING_ROOM_BYTES} writable bytes before them. */
+const roomy = new WeakSet<Buffer>();
+
+/**
+ * Registers `bytes` as the wire bytes of `message` (a complete message, with
+ * its fields set: the Connect listener encodes it as usual), with
+ * {@link FRAMING_ROOM_BYTES} bytes before them in their buffer that the
+ * transport may overwrite: the gRPC adapter writes its message prefix there
+ * and sends the whole as it lies, with no copy (issue 11; see
+ * session-store/load-answer.ts).
+ *
+ * @param bytes the message's wire bytes, at offset ≥ {@link FRAMING_ROOM_BYTES} of their buffer.
+ * @throws RangeError when `bytes` has less room before it.
+ */
+export function encodedInPlace<T extends object>(message: T, bytes: Buffer): T {
+  if (bytes.byteOffset < FRAMING_ROOM_BYTES) throw new RangeError(`encoded answer at offset ${bytes.byteOffset} has no room for its framing (${FRAMING_ROOM_BYTES} bytes)`);
+  encodings.set(message, bytes);
+  roomy.add(bytes);
+  return message;
+}
+
+/** Whether `bytes` (from {@link preEncoded}) has {@link FRAMING_ROOM_BYTES} writable bytes before it. */
+export function hasFramingRoom(bytes: Buffer): boolean {
+  return roomy.has(bytes);
+}

@@ -4,7 +4,8 @@ import { Code, ConnectError, createContextValues, type ContextValues, type Handl
 import { encodeStatusDetails } from "./status-details.js";
 import { toConnectError } from "../rpc/errors.js";
 import { decodeRequest } from "../rpc/decode-request.js";
-import { preEncoded } from "../rpc/encoded-answer.js";
+import { hasFramingRoom, preEncoded } from "../rpc/encoded-answer.js";
+import { frameInPlace } from "./grpc-framed-answers.js";
 import type { InflightBudget } from "./inflight-budget.js";
 
 /**
@@ -190,11 +191,13 @@ function cancelledByClient(): ConnectError {
 /**
  * Encodes a handler's answer: a message as it is, an init shape through
  * `create` first; an answer built as wire bytes (encoded-answer.ts: List,
- * ListSchedules, DueSchedules, ListFires) is sent as those bytes, uncopied.
+ * ListSchedules, DueSchedules, ListFires) is sent as those bytes, uncopied;
+ * one encoded in place (a large Load) is framed where it lies
+ * (grpc-framed-answers.ts).
  */
 function encode(desc: DescMessage, message: unknown): Buffer {
   const encoded = preEncoded(message);
-  if (encoded !== undefined) return encoded;
+  if (encoded !== undefined) return hasFramingRoom(encoded) ? frameInPlace(encoded) : encoded;
   const bytes = toBinary(desc, isMessage(message, desc) ? message : create(desc, message as never));
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }

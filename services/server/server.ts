@@ -10,6 +10,7 @@ import { refuseUnfinishedCopy } from "../storage/copy/unfinished-copy.js";
 import { mountOnGrpc, OpenStreams, type AnyServiceImpl } from "./grpc-adapter.js";
 import { grpcAdmission, type AdmissionOptions } from "./admission.js";
 import { joinGrpcMessagesOnArrival } from "./grpc-message-joiner.js";
+import { sendFramedAnswersAsIs } from "./grpc-framed-answers.js";
 import { connectHandler } from "./connect-handler.js";
 import { servedOnConnect } from "./connect-answers.js";
 import { InflightBudget } from "./inflight-budget.js";
@@ -267,6 +268,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const admission: AdmissionOptions = { auth, budget };
   const openStreams = new OpenStreams();
   joinGrpcMessagesOnArrival();
+  sendFramedAnswersAsIs();
   const grpcServer = new grpc.Server(grpcServerOptions(options.connections, admission));
   const probes = healthAddr === undefined ? undefined : new grpc.Server();
   const gate = new StartGate();

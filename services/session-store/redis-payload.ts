@@ -1,3 +1,5 @@
+import { PAYLOAD_HEADROOM_BYTES } from "../../common/payload-headroom.js";
+import { bulkReader } from "../storage/redis-bulk-reader.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import type { RedisOperation, RedisOperations } from "../storage/redis-operation.js";
 import { opRecordTtlMs, redisScript } from "../storage/redis-script.js";
@@ -127,6 +129,34 @@ export interface SnapshotRead {
   format: string;
   payload: Buffer;
   fields: Array<Buffer | null>;
+  /** Bytes free before `payload` in its buffer (a payload joined from chunks; see StoredSnapshot.headroom). */
+  headroom?: number;
+}
+
+/** Bytes of chunks joined between two turns of the event loop (4 MiB: a few milliseconds of copying), so that other calls are answered while a large payload is joined. */
+const JOIN_SLICE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Joins a payload's chunks into one buffer with
+ * {@link PAYLOAD_HEADROOM_BYTES} free before it (the Load answer is framed
+ * there), yielding to the event loop after every {@link JOIN_SLICE_BYTES}
+ * (issue 11: one 64 MiB copy into fresh memory held the main thread for
+ * 40–200 ms).
+ */
+async function joinChunks(chunks: Buffer[]): Promise<Buffer> {
+  const size = chunks.reduce((n, c) => n + c.length, 0);
+  const out = Buffer.allocUnsafeSlow(PAYLOAD_HEADROOM_BYTES + size).subarray(PAYLOAD_HEADROOM_BYTES);
+  let at = 0;
+  let slice = 0;
+  for (let i = 0; i < chunks.length; i++) {
+    at += chunks[i]!.copy(out, at);
+    slice += chunks[i]!.length;
+    if (slice >= JOIN_SLICE_BYTES && at < size) {
+      slice = 0;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+  return out;
 }
 
 /**
@@ -142,10 +172,12 @@ export async function readSnapshot(ops: RedisOperations, keys: RedisKeys, sessio
   const [format, payload, ...rest] = await ops.read((r) => r.hmgetBuffer(hash, "format", "payload", ...fields));
   if (format === null || format === undefined) return undefined;
   if (payload !== null && payload !== undefined) return { format: format.toString("utf8"), payload, fields: rest };
-  const replies = await ops.read((r) => r.multi().hmgetBuffer(hash, "format", "payload", ...fields).lrangeBuffer(keys.snapshotChunks(sessionId), 0, -1).exec());
+  // The chunks come on a connection of their own, so that the small calls' replies do not queue behind up to 64 MiB of them.
+  const replies = await ops.read(async (r) => (await bulkReader(r)).multi().hmgetBuffer(hash, "format", "payload", ...fields).lrangeBuffer(keys.snapshotChunks(sessionId), 0, -1).exec());
   const [[hashError, again], [listError, chunks]] = replies as [[Error | null, Array<Buffer | null>], [Error | null, Buffer[]]];
   if (hashError !== null || listError !== null) throw hashError ?? listError;
   const [format2, inline, ...rest2] = again;
   if (format2 === null || format2 === undefined) return undefined;
-  return { format: format2.toString("utf8"), payload: inline ?? Buffer.concat(chunks), fields: rest2 };
+  if (inline !== null && inline !== undefined) return { format: format2.toString("utf8"), payload: inline, fields: rest2 };
+  return { format: format2.toString("utf8"), payload: await joinChunks(chunks), fields: rest2, headroom: PAYLOAD_HEADROOM_BYTES };
 }

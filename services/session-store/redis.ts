@@ -88,7 +88,7 @@ export class RedisSessionStore implements SessionStore {
 
   async load(sessionId: string): Promise<StoredSnapshot | undefined> {
     const read = await readSnapshot(this.ops, this.keys, sessionId);
-    return read === undefined ? undefined : { format: read.format, payload: read.payload };
+    return read === undefined ? undefined : { format: read.format, payload: read.payload, headroom: read.headroom };
   }
 
   /**

@@ -16,6 +16,7 @@ import { microsToTimestamp } from "../rpc/timestamp.js";
 import { delimitedFieldBytes, HARNESS_MESSAGE_BYTES } from "../rpc/message-size.js";
 import { ACTIVITY_STATES, type ActivityState } from "./activity.js";
 import { boundaryOf, checkCursorBinding, checkRequestCursor, CURSOR_CONTINUATION, cursorRestart, pagingScope } from "./metadata-cursor.js";
+import { loadAnswer } from "./load-answer.js";
 import { leadingId, projectSnapshot, SnapshotPayloadError, type SessionProjection } from "./projection.js";
 import { ProjectionThreadError, sharedProjectionThread, THREAD_PROJECTION_BYTES, type ProjectionThread } from "./projection-thread.js";
 import type { ProjectionSource } from "./projection-source.js";
@@ -206,7 +207,7 @@ export function sessionStoreService(store: SessionStore, thread: ProjectionThrea
       const sessionId = requireId("session_id", req.sessionId);
       const snapshot = await store.load(sessionId);
       if (snapshot === undefined) throw notFound(`session ${JSON.stringify(sessionId)} not found`);
-      return { snapshot };
+      return loadAnswer(snapshot);
     },
     async list(_req, context) {
       const scan = store.scan();

@@ -1,4 +1,5 @@
 import type Database from "better-sqlite3";
+import { PAYLOAD_HEADROOM_BYTES, sharedWithHeadroom } from "../../common/payload-headroom.js";
 import type { Migration } from "../storage/sqlite-op.js";
 import { statement } from "../storage/sqlite-statement.js";
 import { processAlive } from "../storage/process-identity.js";
@@ -97,10 +98,15 @@ function stageLost(message: string): Error {
   return Object.assign(new Error(message), { code: STAGE_LOST_CODE });
 }
 
-/** The whole payload of a blob, read in one go (call inside a read transaction, off the main thread). */
+/**
+ * The whole payload of a blob, read in one go (call inside a read
+ * transaction, off the main thread), into shared memory with
+ * {@link PAYLOAD_HEADROOM_BYTES} free before it: it reaches the main thread
+ * without a copy, and the Load answer is framed around it there.
+ */
 export function readBlob(db: Database.Database, blobId: number): Buffer {
   const size = statement<[number], { n: number | null }>(db, `SELECT sum(length(bytes)) AS n FROM session_blob_chunks WHERE blob_id = ?`).get(blobId)!.n ?? 0;
-  const out = Buffer.allocUnsafeSlow(size);
+  const out = sharedWithHeadroom(size);
   let at = 0;
   for (const row of statement<[number], { bytes: Buffer }>(db, `SELECT bytes FROM session_blob_chunks WHERE blob_id = ? ORDER BY seq`).iterate(blobId)) {
     at += row.bytes.copy(out, at);

@@ -3,6 +3,7 @@ import type Database from "better-sqlite3";
 import { inlineReadOp, largeWriteOp, NeedsWorker, readOp, UNLIMITED_READ_BYTES, writeOp, type Migration, type OpContext } from "../storage/sqlite-op.js";
 import { statement } from "../storage/sqlite-statement.js";
 import { projectStoredSnapshot, type SessionProjection } from "./projection.js";
+import { PAYLOAD_HEADROOM_BYTES } from "../../common/payload-headroom.js";
 import { abandonStage, beginStage, blobMigration, dropChunks, endStage, readBlob, writeChunk } from "./sqlite-blobs.js";
 import { metadataMigration, readLineage, readMetadataPage, removeProjection, writeProjection } from "./sqlite-metadata.js";
 import type { LineageQuery, MetadataPageQuery, StoredSessionInfo, StoredSnapshot } from "./store.js";
@@ -114,7 +115,8 @@ function loadRow(db: Database.Database, sessionId: string, readBytes: number): L
 function loadWhole(db: Database.Database, sessionId: string): StoredSnapshot | undefined {
   const row = loadRow(db, sessionId, UNLIMITED_READ_BYTES);
   if (row === undefined) return undefined;
-  return { format: row.format, payload: row.payload ?? readBlob(db, row.blob_id!) };
+  if (row.payload !== null) return { format: row.format, payload: row.payload };
+  return { format: row.format, payload: readBlob(db, row.blob_id!), headroom: PAYLOAD_HEADROOM_BYTES };
 }
 
 /**

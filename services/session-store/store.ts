@@ -11,6 +11,13 @@ import type { IndexScan } from "../storage/index-scan.js";
 export interface StoredSnapshot {
   format: string;
   payload: Uint8Array;
+  /**
+   * Bytes before `payload` in its buffer that the reader may overwrite
+   * (common/payload-headroom.ts): set by a store's Load for a large payload
+   * it read into a buffer of its own, so that the answer is framed around
+   * the payload where it lies. Absent: none.
+   */
+  headroom?: number;
 }
 
 /** One row of List: the id and its save time in microseconds since the Unix epoch. */

@@ -4,6 +4,7 @@ import { durabilityWatch, StartupError, type RedisConnectOptions } from "./redis
 import { connectRedisClient, isCluster, isRedisStoreUrl } from "./redis-client.js";
 import { clusterDurability } from "./redis-cluster.js";
 import { setReplicaWait } from "./redis-replicas.js";
+import { closeRedisClient } from "./redis-bulk-reader.js";
 import { reconnectCause } from "./redis-reconnect-cause.js";
 import type { DurabilityCheckOutcome } from "./redis-durability-watch.js";
 import type { EventEmitter } from "node:events";
@@ -208,5 +209,5 @@ export function onDurabilityCheck(backend: Backend, listener: (outcome: Durabili
 /** Closes the backend after in-flight work: waits for SQLite's queue, QUITs Redis (every node of a cluster). */
 export async function closeBackend(backend: Backend): Promise<void> {
   if (backend.kind === "sqlite") return backend.db.close();
-  await Promise.all([backend.redis, backend.writer].map((c) => c?.quit().catch(() => c.disconnect())));
+  await Promise.all([closeRedisClient(backend.redis), backend.writer === undefined ? undefined : closeRedisClient(backend.writer)]);
 }

@@ -1,5 +1,6 @@
 import type { RedisClient } from "./redis-client.js";
 import { KNOWN_STORES, type Backend, type BackendOptions } from "./backend.js";
+import { closeRedisClient } from "./redis-bulk-reader.js";
 import { StartupError } from "./redis-connection.js";
 import { connectRedisClient, isRedisStoreUrl } from "./redis-client.js";
 import { RedisKeys } from "./redis-keys.js";
@@ -58,7 +59,7 @@ export class StoreMeter {
     if (isRedisStoreUrl(store)) {
       const redis = await connectRedisClient({ ...options.redis, durability: "relaxed", url: store });
       const keys = new RedisKeys(options.redisKeyPrefix ?? "mecatl-drivers:");
-      return new StoreMeter({ kind: "redis", redis, keys }, async () => void (await redis.quit().catch(() => redis.disconnect())));
+      return new StoreMeter({ kind: "redis", redis, keys }, () => closeRedisClient(redis));
     }
     throw new StartupError(`--store ${JSON.stringify(store)} is not a known store; ${KNOWN_STORES.replace("sqlite::memory:, ", "")}`);
   }

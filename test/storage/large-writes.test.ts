@@ -337,4 +337,35 @@ describe("large writes on Redis", () => {
     await expectCode(load("s"), Code.NotFound);
     expect(await inspect.exists(chunkList)).toBe(0);
   });
+
+  test("a payload's chunks are read on a connection of their own, so small calls' replies do not queue behind them", async () => {
+    // CLIENT LIST from Redis itself: each connection opened since `after` (this test's server's, not those of earlier tests), with the last command it ran.
+    const clientList = async (after = 0) =>
+      ((await inspect.call("CLIENT", "LIST")) as string)
+        .trim()
+        .split("\n")
+        .map((line) => Object.fromEntries(line.split(" ").map((kv) => kv.split("=", 2) as [string, string])))
+        .filter((c) => Number(c.id) > after);
+    const before = Math.max(...(await clientList()).map((c) => Number(c.id)));
+    const server = await serve("bulk:");
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const leases = grpcClient(SessionLeaseService, server.address);
+    const big = payload(3 * MiB + 5, 10);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: big } });
+    const lease = (await leases.acquire({ sessionId: "leased", owner: "me" })).lease!;
+    expect(same((await sessions.load({ sessionId: "s" })).snapshot?.payload, big)).toBe(true);
+    await leases.renew({ lease });
+
+    const clients = await clientList(before);
+    const chunkReader = clients.find((c) => c.cmd === "exec");
+    const renewer = clients.filter((c) => c.cmd?.startsWith("eval")).sort((a, b) => Number(a.idle) - Number(b.idle))[0];
+    expect(chunkReader, JSON.stringify(clients.map((c) => [c.id, c.cmd]))).toBeDefined();
+    expect(renewer).toBeDefined();
+    expect(chunkReader!.id).not.toBe(renewer!.id);
+    // Small loads stay on the shared connection: no further connection is opened for them.
+    const count = clients.length;
+    await sessions.save({ sessionId: "small", snapshot: { format: FORMAT, payload: payload(100, 11) } });
+    await sessions.load({ sessionId: "small" });
+    expect((await clientList(before)).length).toBe(count);
+  });
 });

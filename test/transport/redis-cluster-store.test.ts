@@ -12,6 +12,7 @@ import { grpcClient } from "../helpers/clients.js";
 import { freePort } from "../helpers/wait.js";
 import { SessionLeaseService } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
+import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 
 /** Runs `serve` expecting a one-line startup error (status 2) containing every `expected` part. */
 async function refused(args: string[], ...expected: string[]): Promise<string> {
@@ -142,6 +143,22 @@ describe("rediss+cluster:// with --redis-tls-ca and a password file", () => {
     } finally {
       await server.stop();
     }
+  });
+
+  test("large snapshots are saved and loaded on every primary, their chunks read on a connection of its own with the same TLS and password", async () => {
+    const server = await startServer(["session-store", "--store", cluster.url, "--redis-tls-ca", pki.caCert, "--redis-password-file", join(dir, "password")]);
+    let stopped: number | null | undefined;
+    try {
+      const sessions = grpcClient(SessionStoreService, server.address);
+      const ids = Array.from({ length: 6 }, (_, i) => `large-${i}`);
+      const payloadOf = (i: number) => Buffer.alloc(2 * 1024 * 1024 + 17 * i, 0x41 + i);
+      for (const [i, id] of ids.entries()) await sessions.save({ sessionId: id, snapshot: { format: "sessnap-json/1", payload: payloadOf(i) } });
+      const loaded = await Promise.all(ids.map(async (id) => Buffer.from((await sessions.load({ sessionId: id })).snapshot!.payload)));
+      expect(loaded.map((p, i) => p.equals(payloadOf(i)))).toEqual(ids.map(() => true));
+    } finally {
+      stopped = await server.stop();
+    }
+    expect(stopped).toBe(0);
   });
 
   test("a certificate it cannot verify, or a wrong password, is a one-line startup error", async () => {

@@ -1,0 +1,51 @@
+import { createRequire } from "node:module";
+import { FRAMING_ROOM_BYTES } from "../rpc/encoded-answer.js";
+
+/** Answers framed in place by {@link frameInPlace}, which grpc-js sends as they are. */
+const framed = new WeakSet<Buffer>();
+
+/**
+ * Writes the gRPC message prefix (flag 0, big-endian length; gRPC over
+ * HTTP/2 "Length-Prefixed-Message") into the {@link FRAMING_ROOM_BYTES}
+ * bytes before `wire` and answers the framed message, a view of the same
+ * memory, which grpc-js then sends with no copy (see
+ * {@link sendFramedAnswersAsIs}).
+ *
+ * @param wire an answer's wire bytes with writable room before them (rpc/encoded-answer.ts `hasFramingRoom`).
+ */
+export function frameInPlace(wire: Buffer): Buffer {
+  const frame = Buffer.from(wire.buffer, wire.byteOffset - FRAMING_ROOM_BYTES, FRAMING_ROOM_BYTES + wire.byteLength);
+  frame[0] = 0;
+  frame.writeUInt32BE(wire.byteLength, 1);
+  framed.add(frame);
+  return frame;
+}
+
+/** grpc-js's server call class, whose `serializeMessage` frames each answer (an internal of grpc-js 1.14, pinned in package.json). */
+interface GrpcServerCall {
+  prototype: { serializeMessage(value: unknown): Buffer };
+}
+
+/**
+ * Makes grpc-js send an answer framed by {@link frameInPlace} as it is;
+ * any other answer is framed by grpc-js as before (it allocates the framed
+ * message and copies the answer into it: for a 64 MiB Load, a copy into
+ * fresh memory on the main thread that held every other call back; issue
+ * 11). Idempotent.
+ *
+ * @throws Error when grpc-js no longer has the class or method (an upgrade moved it): the server refuses to start.
+ */
+export function sendFramedAnswersAsIs(): void {
+  const require = createRequire(import.meta.url);
+  const call = (require("@grpc/grpc-js/build/src/server-interceptors.js") as { BaseServerInterceptingCall?: GrpcServerCall }).BaseServerInterceptingCall;
+  const serialize = call?.prototype.serializeMessage;
+  if (typeof serialize !== "function") throw new Error("grpc-js has no BaseServerInterceptingCall.prototype.serializeMessage to wrap (grpc-js was upgraded past 1.14?)");
+  if ((serialize as { framedAsIs?: true }).framedAsIs) return;
+  const asIs = Object.assign(
+    function (this: unknown, value: unknown): Buffer {
+      return value instanceof Buffer && framed.has(value) ? value : serialize.call(this, value);
+    },
+    { framedAsIs: true as const },
+  );
+  call!.prototype.serializeMessage = asIs;
+}

@@ -1,0 +1,62 @@
+import { describe, expect, test } from "vitest";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { LoadResponseSchema } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { PAYLOAD_HEADROOM_BYTES, sharedWithHeadroom } from "../../common/payload-headroom.js";
+import { FRAMING_ROOM_BYTES, hasFramingRoom, preEncoded } from "../../services/rpc/encoded-answer.js";
+import { loadAnswer } from "../../services/session-store/load-answer.js";
+import { frameInPlace } from "../../services/server/grpc-framed-answers.js";
+
+/** A payload of `n` bytes with headroom before it, as a store's large Load gives it. */
+function roomyPayload(n: number): Buffer {
+  const payload = sharedWithHeadroom(n);
+  for (let i = 0; i < n; i++) payload[i] = (i * 31 + 7) & 0xff;
+  return payload;
+}
+
+describe("the Load answer framed around its payload (issue 11: a large Load costs the main thread no copy)", () => {
+  // Lengths at the varint boundaries of the payload and of the message around it (1, 2, 3 and 4 bytes).
+  const sizes = [1, 100, 127, 128, 16_383, 16_384, 2 ** 21 - 20, 2 ** 21, 3 * 1024 * 1024 + 5];
+
+  test("its wire bytes are what protobuf-es writes for the same message, for payloads at every varint boundary", () => {
+    for (const n of sizes) {
+      const payload = roomyPayload(n);
+      const answer = loadAnswer({ format: "sessnap-json/1", payload, headroom: PAYLOAD_HEADROOM_BYTES });
+      const wire = preEncoded(answer);
+      expect(wire, `payload of ${n} bytes`).toBeDefined();
+      expect(hasFramingRoom(wire!)).toBe(true);
+      expect(Buffer.compare(wire!, Buffer.from(toBinary(LoadResponseSchema, answer))), `payload of ${n} bytes`).toBe(0);
+      // The payload itself is untouched and is the answer's last bytes, where it lay.
+      expect(wire!.buffer).toBe(payload.buffer);
+      expect(wire!.byteOffset + wire!.byteLength).toBe(payload.byteOffset + payload.byteLength);
+      expect(Buffer.compare(Buffer.from(fromBinary(LoadResponseSchema, wire!).snapshot!.payload), roomyPayload(n))).toBe(0);
+    }
+  });
+
+  test("formats up to the headroom fit; a longer one, an empty one or no headroom falls back to the usual encoding", () => {
+    const fits = "f".repeat(PAYLOAD_HEADROOM_BYTES - FRAMING_ROOM_BYTES - 12);
+    const answer = loadAnswer({ format: fits, payload: roomyPayload(2 ** 21), headroom: PAYLOAD_HEADROOM_BYTES });
+    expect(Buffer.compare(preEncoded(answer)!, Buffer.from(toBinary(LoadResponseSchema, answer)))).toBe(0);
+    for (const snapshot of [
+      { format: `${fits}f`, payload: roomyPayload(2 ** 21), headroom: PAYLOAD_HEADROOM_BYTES },
+      { format: "", payload: roomyPayload(100), headroom: PAYLOAD_HEADROOM_BYTES },
+      { format: "sessnap-json/1", payload: roomyPayload(100) },
+      { format: "sessnap-json/1", payload: roomyPayload(100), headroom: 10 },
+    ]) {
+      const answer = loadAnswer(snapshot);
+      expect(preEncoded(answer), JSON.stringify({ format: snapshot.format, headroom: snapshot.headroom })).toBeUndefined();
+      expect(answer.snapshot?.format).toBe(snapshot.format);
+      expect(answer.snapshot?.payload).toBe(snapshot.payload);
+    }
+  });
+
+  test("the gRPC framing goes into the room before the wire bytes: a flag byte 0 and the big-endian length", () => {
+    const payload = roomyPayload(70_000);
+    const wire = preEncoded(loadAnswer({ format: "sessnap-json/1", payload, headroom: PAYLOAD_HEADROOM_BYTES }))!;
+    const copy = Buffer.from(wire);
+    const frame = frameInPlace(wire);
+    expect(frame.buffer).toBe(payload.buffer);
+    expect(frame[0]).toBe(0);
+    expect(frame.readUInt32BE(1)).toBe(wire.byteLength);
+    expect(Buffer.compare(frame.subarray(FRAMING_ROOM_BYTES), copy)).toBe(0);
+  });
+});
