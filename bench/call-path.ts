@@ -10,9 +10,10 @@
  * 3. Appends per fsync at 64 in flight: fsync + fdatasync calls of the
  *    process that syncs (the server on SQLite, redis-server on Redis),
  *    counted by `perf stat` during the Append case (bench/lib/fsync-count.ts).
- * 4. Renew p99 while 64 MiB Saves run in a loop (from a worker thread,
- *    bench/lib/save-loop.ts), and without them: one Renew sent every 5 ms
- *    (an open loop, latency from the moment it was due; see renewOpenLoop).
+ * 4. Renew p99 while 64 MiB Saves run in a loop, while 64 MiB Loads run in
+ *    a loop (each from a worker thread, bench/lib/large-call-loop.ts), and
+ *    without them: one Renew sent every 5 ms (an open loop, latency from
+ *    the moment it was due; see renewOpenLoop).
  * 5. SQLite: append → follower p99 across two server processes on one file
  *    (append sent on one, record received by a follower on the other), one
  *    append at a time, 100–200 ms apart.
@@ -42,7 +43,7 @@ import { interleaved, processCpu, Sample, type PhaseResult } from "./lib/interle
 import { fmt } from "./lib/measure.js";
 import { driverUnaryOps, floorUnaryOps, UNARY_CALLS, type Op } from "./lib/unary-ops.js";
 import { countFsyncs } from "./lib/fsync-count.js";
-import { startSaveLoop } from "./lib/save-loop.js";
+import { startLargeCallLoop, type LargeCall } from "./lib/large-call-loop.js";
 
 const CALLS = Number(process.argv[2] ?? 10_000);
 const BACKENDS = (process.argv[3] ?? "sqlite,redis").split(",");
@@ -54,7 +55,7 @@ const SINGLE_CALLS = 3_000;
 const SLICE_SECONDS = Number(process.env.BENCH_SLICE_SECONDS ?? 3);
 /** Milliseconds between two Renews in case 4 (an open loop: see renewOpenLoop). */
 const RENEW_EVERY_MS = 5;
-/** Renew slices per target with Saves and without. */
+/** Renew slices per target without large calls, with Saves and with Loads. */
 const RENEW_SLICES = 4;
 const FOLLOW_APPENDS = Number(process.env.BENCH_FOLLOW_APPENDS ?? 300);
 const CASES = new Set((process.env.BENCH_CASES ?? "1,2,3,4,5").split(","));
@@ -121,24 +122,36 @@ async function renewOpenLoop(sample: Sample, seconds: number, renew: Op): Promis
   sample.seconds += (performance.now() - started) / 1000;
 }
 
-/** Case 4: Renews in an open loop, slices without and with a loop of 64 MiB Saves, alternating between targets. */
-async function renewUnderLargeSaves(targets: Target[]): Promise<Array<{ quiet: Sample; loaded: Sample; saves: number }>> {
-  const out = targets.map(() => ({ quiet: new Sample(), loaded: new Sample(), saves: 0 }));
+/** Renew latencies of one target in case 4: without large calls, while 64 MiB Saves loop, while 64 MiB Loads loop. */
+interface RenewUnderLarge {
+  quiet: Sample;
+  saving: Sample;
+  loading: Sample;
+  saves: number;
+  loads: number;
+}
+
+/** Case 4: Renews in an open loop, in slices without large calls, with a loop of 64 MiB Saves, and with a loop of 64 MiB Loads, alternating between targets. */
+async function renewUnderLargeCalls(targets: Target[]): Promise<RenewUnderLarge[]> {
+  const out = targets.map((): RenewUnderLarge => ({ quiet: new Sample(), saving: new Sample(), loading: new Sample(), saves: 0, loads: 0 }));
+  const beside = async (t: Target, call: LargeCall, sample: Sample): Promise<number> => {
+    const loop = startLargeCallLoop(t.server.address, LARGE_SAVE_BYTES, call);
+    await loop.started;
+    await renewOpenLoop(sample, SLICE_SECONDS, t.ops.Renew!);
+    return loop.stop();
+  };
   for (let slice = 0; slice < RENEW_SLICES; slice++) {
     const order = slice % 2 === 0 ? targets.map((_, k) => k) : targets.map((_, k) => targets.length - 1 - k);
     for (const k of order) {
       const t = targets[k]!;
       await renewOpenLoop(out[k]!.quiet, SLICE_SECONDS / 2, t.ops.Renew!);
-      const loop = startSaveLoop(t.server.address, LARGE_SAVE_BYTES);
-      await loop.started;
-      await renewOpenLoop(out[k]!.loaded, SLICE_SECONDS, t.ops.Renew!);
-      out[k]!.saves += await loop.stop();
+      out[k]!.saves += await beside(t, "save", out[k]!.saving);
+      out[k]!.loads += await beside(t, "load", out[k]!.loading);
     }
   }
   return out;
 }
 
-/** Two server processes of `build` on one SQLite file: appends through one, a follower on the other. */
 async function followPair(build: Build, dir: string, index: number) {
   const store = `sqlite:${join(dir, `follow-${index}.sqlite`)}`;
   const [writer, reader] = await Promise.all([0, 1].map(() => startServer(["event-log", "--store", store, "--log-level", "warn"], { main: build.main })));
@@ -201,7 +214,7 @@ async function main() {
   const floorOps: Record<string, Op> = floorUnaryOps(floor);
   const dir = mkdtempSync(join(tmpdir(), "mecatl-call-path-"));
   const rows: Row[] = [];
-  const renew: Array<{ backend: string; target: string; quiet: PhaseResult; loaded: PhaseResult; saves: number }> = [];
+  const renew: Array<{ backend: string; target: string; quiet: PhaseResult; saving: PhaseResult; loading: PhaseResult; saves: number; loads: number }> = [];
   const load0 = loadavg()[0]!;
   const log = (line: string) => process.stderr.write(`${line}\n`);
 
@@ -224,9 +237,9 @@ async function main() {
       for (const [k, result] of single.slice(1).entries()) rows.push({ backend, case: "Load 1 KiB, 1 in flight", target: targets[k]!.build.name, result, floor: single[0] });
       log(`${backend} Load at 1 in flight: floor p50 ${fmt(single[0]!.p50Ms)} ms, ${single.slice(1).map((r, k) => `${targets[k]!.build.name} ${fmt(r.p50Ms)} ms`).join(", ")}`);
     }
-    for (const [k, r] of (CASES.has("4") ? await renewUnderLargeSaves(targets) : []).entries()) {
-      renew.push({ backend, target: targets[k]!.build.name, quiet: r.quiet.summary(), loaded: r.loaded.summary(), saves: r.saves });
-      log(`${backend} Renew p99 with 64 MiB Saves (${targets[k]!.build.name}): ${fmt(r.loaded.summary().p99Ms)} ms, without ${fmt(r.quiet.summary().p99Ms)} ms`);
+    for (const [k, r] of (CASES.has("4") ? await renewUnderLargeCalls(targets) : []).entries()) {
+      renew.push({ backend, target: targets[k]!.build.name, quiet: r.quiet.summary(), saving: r.saving.summary(), loading: r.loading.summary(), saves: r.saves, loads: r.loads });
+      log(`${backend} Renew p99 with 64 MiB Saves (${targets[k]!.build.name}): ${fmt(r.saving.summary().p99Ms)} ms, with 64 MiB Loads ${fmt(r.loading.summary().p99Ms)} ms, without ${fmt(r.quiet.summary().p99Ms)} ms`);
     }
     for (const t of targets) {
       await t.server.stop();
@@ -247,9 +260,11 @@ async function main() {
       `| ${r.backend} | ${r.case} | ${r.target} | ${fmt(r.result.opsPerSecond)} | ${fmt(r.result.opsPerSecond / r.floor!.opsPerSecond, 2)} | ${fmt(r.result.p50Ms)} | ${fmt(r.result.p50Ms / r.floor!.p50Ms, 2)} | ${fmt(r.result.p99Ms)} | ${fmt(cpu)} | ${fmt(cpu / floorCpu, 2)} | ${r.appendsPerFsync === undefined ? "" : fmt(r.appendsPerFsync)} |`,
     );
   }
-  console.log("\n| backend | target | Renew p99 ms, 64 MiB Saves looping | Renew p99 ms, without | Renew p50 ms, with / without | Saves completed |");
-  console.log("|---|---|---:|---:|---:|---:|");
-  for (const r of renew) console.log(`| ${r.backend} | ${r.target} | ${fmt(r.loaded.p99Ms)} | ${fmt(r.quiet.p99Ms)} | ${fmt(r.loaded.p50Ms)} / ${fmt(r.quiet.p50Ms)} | ${r.saves} |`);
+  console.log("\n| backend | target | Renew p99 ms, 64 MiB Saves looping | Renew p99 ms, 64 MiB Loads looping | Renew p99 ms, without | Renew p50 ms, Saves / Loads / without | Saves / Loads completed |");
+  console.log("|---|---|---:|---:|---:|---:|---:|");
+  for (const r of renew) {
+    console.log(`| ${r.backend} | ${r.target} | ${fmt(r.saving.p99Ms)} | ${fmt(r.loading.p99Ms)} | ${fmt(r.quiet.p99Ms)} | ${fmt(r.saving.p50Ms)} / ${fmt(r.loading.p50Ms)} / ${fmt(r.quiet.p50Ms)} | ${r.saves} / ${r.loads} |`);
+  }
   if (follow.length > 0) {
     console.log("\n| target | append → follower across two processes, p50 / p99 ms from the send | p50 / p99 ms after the append's OK | appends |");
     console.log("|---|---:|---:|---:|");
@@ -270,9 +285,9 @@ async function main() {
     line("server CPU per call ÷ floor's [≤ 1.5]", (b) => cell(backend, b, (r) => r.result.cpuMsPerOp / r.floor!.cpuMsPerOp, small));
     line("Load p50 at 1 in flight ÷ floor's [≤ 1.3]", (b) => cell(backend, b, (r) => r.result.p50Ms / r.floor!.p50Ms, (c) => c.endsWith("1 in flight")));
     line("appends per fsync at 64 in flight [≥ 10]", (b) => cell(backend, b, (r) => r.appendsPerFsync ?? Number.NaN, (c) => c.startsWith("Append")));
-    line("Renew p99 ms while 64 MiB Saves loop / without [< 25]", (b) => {
+    line("Renew p99 ms while 64 MiB Saves loop / while 64 MiB Loads loop / without [< 25]", (b) => {
       const r = renew.find((x) => x.backend === backend && x.target === b.name);
-      return r === undefined ? "" : `${fmt(r.loaded.p99Ms)} / ${fmt(r.quiet.p99Ms)}`;
+      return r === undefined ? "" : `${fmt(r.saving.p99Ms)} / ${fmt(r.loading.p99Ms)} / ${fmt(r.quiet.p99Ms)}`;
     });
   }
   if (follow.length > 0) console.log(`| append → follower p99 ms across two processes, from the send [≤ 20] | sqlite | ${follow.map((f) => fmt(f.fromSend.p99Ms)).join(" | ")} |`);
