@@ -12,12 +12,13 @@ export const PAYLOAD_HEADROOM_BYTES = 64;
 
 /**
  * A buffer of `size` bytes with {@link PAYLOAD_HEADROOM_BYTES} free before
- * it, in shared memory (SharedArrayBuffer), so that a worker thread that
- * fills it hands it to the main thread without a copy or a transfer.
+ * it, in an ArrayBuffer of its own that it fills to the end: a worker thread
+ * that fills it moves it to the main thread whole, headroom included
+ * (storage/sqlite-transfer.ts), with no copy.
  *
  * @param size the payload's length in bytes.
- * @returns a view of `size` bytes at offset {@link PAYLOAD_HEADROOM_BYTES} of its buffer (its content is zero).
+ * @returns a view of `size` bytes at offset {@link PAYLOAD_HEADROOM_BYTES} of its buffer (its content is not initialised).
  */
-export function sharedWithHeadroom(size: number): Buffer {
-  return Buffer.from(new SharedArrayBuffer(PAYLOAD_HEADROOM_BYTES + size), PAYLOAD_HEADROOM_BYTES, size);
+export function withHeadroom(size: number): Buffer {
+  return Buffer.allocUnsafeSlow(PAYLOAD_HEADROOM_BYTES + size).subarray(PAYLOAD_HEADROOM_BYTES);
 }

@@ -22,6 +22,7 @@
 import { parentPort } from "node:worker_threads";
 import { projectSnapshot, SnapshotPayloadError, type SessionProjection } from "./projection.js";
 import type { ActivityState } from "./activity.js";
+import { sharedMemoryReleaser } from "../storage/shared-memory-release.js";
 
 /** One task asked of the worker: warming a fresh buffer, or a projection. */
 export type ProjectionJob =
@@ -48,6 +49,8 @@ const PAGE_BYTES = 4096;
 const port = parentPort;
 if (port === null) throw new Error("projection-worker.js runs as a worker thread only");
 
+const releaseSharedMemory = sharedMemoryReleaser();
+
 port.on("message", (job: ProjectionJob) => {
   if (job.kind === "warm") {
     const bytes = new Uint8Array(job.buffer);
@@ -63,4 +66,6 @@ port.on("message", (job: ProjectionJob) => {
     reply = { seq: job.seq, kind: "projected", ok: false, payloadError: err instanceof SnapshotPayloadError, name: e.name, message: e.message };
   }
   port.postMessage(reply);
+  // The payload was a view of shared memory: let it go.
+  releaseSharedMemory();
 });

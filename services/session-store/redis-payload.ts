@@ -1,4 +1,4 @@
-import { PAYLOAD_HEADROOM_BYTES } from "../../common/payload-headroom.js";
+import { PAYLOAD_HEADROOM_BYTES, withHeadroom } from "../../common/payload-headroom.js";
 import { bulkReader } from "../storage/redis-bulk-reader.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import type { RedisOperation, RedisOperations } from "../storage/redis-operation.js";
@@ -145,7 +145,7 @@ const JOIN_SLICE_BYTES = 4 * 1024 * 1024;
  */
 async function joinChunks(chunks: Buffer[]): Promise<Buffer> {
   const size = chunks.reduce((n, c) => n + c.length, 0);
-  const out = Buffer.allocUnsafeSlow(PAYLOAD_HEADROOM_BYTES + size).subarray(PAYLOAD_HEADROOM_BYTES);
+  const out = withHeadroom(size);
   let at = 0;
   let slice = 0;
   for (let i = 0; i < chunks.length; i++) {

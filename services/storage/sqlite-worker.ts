@@ -25,6 +25,7 @@ import Database from "better-sqlite3";
 import { sqliteOps, sqliteMigrations, sqliteStartupTasks } from "./sqlite-registry.js";
 import { UNLIMITED_READ_BYTES, type OpContext } from "./sqlite-op.js";
 import { transferables } from "./sqlite-transfer.js";
+import { sharedMemoryReleaser } from "./shared-memory-release.js";
 import { applyPragmas, migrate, readDurabilitySettings, rollbackIfOpen } from "./sqlite-schema.js";
 import { probeWrite, storageMigrations } from "./sqlite-probe.js";
 import { FALLBACK_CHECKPOINT_PAGES } from "./sqlite-checkpoint.js";
@@ -104,6 +105,8 @@ function accept(msg: Message): void {
   else queue.push(...msg.requests);
 }
 
+const releaseSharedMemory = sharedMemoryReleaser();
+
 port.on("message", (msg: Message) => {
   accept(msg);
   if (!scheduled) {
@@ -152,6 +155,8 @@ function drain(): void {
     if (part.length > 0) writes += answer(part);
   }
   maintenance?.afterDrain(writes);
+  // Staged chunks may be views of a request's shared memory: let it go once they are written.
+  if (large.length > 0) releaseSharedMemory();
   if (probeWanted) {
     probeWanted = false;
     port.postMessage({ type: "probe", result: probeWrite(db, init.path) });

@@ -1,14 +1,14 @@
 import { describe, expect, test } from "vitest";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { LoadResponseSchema } from "../../gen/mecatl/driver/v1/session_store_pb.js";
-import { PAYLOAD_HEADROOM_BYTES, sharedWithHeadroom } from "../../common/payload-headroom.js";
+import { PAYLOAD_HEADROOM_BYTES, withHeadroom } from "../../common/payload-headroom.js";
 import { FRAMING_ROOM_BYTES, hasFramingRoom, preEncoded } from "../../services/rpc/encoded-answer.js";
 import { loadAnswer } from "../../services/session-store/load-answer.js";
 import { frameInPlace } from "../../services/server/grpc-framed-answers.js";
 
 /** A payload of `n` bytes with headroom before it, as a store's large Load gives it. */
 function roomyPayload(n: number): Buffer {
-  const payload = sharedWithHeadroom(n);
+  const payload = withHeadroom(n);
   for (let i = 0; i < n; i++) payload[i] = (i * 31 + 7) & 0xff;
   return payload;
 }
