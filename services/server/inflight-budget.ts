@@ -64,7 +64,6 @@ export class InflightBudget {
     if (this.usedBytes + charge > this.limitBytes) return false;
     if (this.waiting.length > 0 && bytes > SMALL_CALL_BYTES) return false;
     this.add(charge);
-    if (bytes > SMALL_CALL_BYTES) this.onIdle?.trimmer.cancel();
     return true;
   }
 
@@ -93,7 +92,6 @@ export class InflightBudget {
         bytes: charge,
         grant: () => {
           clearTimeout(timer);
-          if (bytes > SMALL_CALL_BYTES) this.onIdle?.trimmer.cancel();
           resolve();
         },
       };
@@ -123,6 +121,8 @@ export class InflightBudget {
   }
 
   private add(charge: number): void {
+    // A large message taking budget: a burst goes on, so the idle trim waits.
+    if (charge > SMALL_CALL_BYTES * HELD_COPIES) this.onIdle?.trimmer.cancel();
     this.usedBytes += charge;
     this.highWater = Math.max(this.highWater, this.usedBytes);
     this.gauge?.set(this.usedBytes);

@@ -1,5 +1,4 @@
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
+import { v8Collector } from "../storage/v8-collector.js";
 
 /** Milliseconds between the in-flight budget emptying and the collection it triggers. */
 export const TRIM_DELAY_MS = 500;
@@ -21,13 +20,10 @@ export interface MemoryTrimmer {
  * the next allocation pressure. A large call arriving within the delay
  * cancels it (inflight-budget.ts): a full collection is a pause of 10–40 ms
  * on the main thread, and run in the middle of the next large Save it
- * stalled the small calls beside it (issue 11). Node has no public handle
- * on the collector, so `--expose-gc` is set at run time and the `gc`
- * function taken from a fresh context (the documented V8 flag route).
+ * stalled the small calls beside it (issue 11).
  */
 export function memoryTrimmer(): MemoryTrimmer {
-  setFlagsFromString("--expose-gc");
-  const gc = runInNewContext("gc") as () => void;
+  const gc = v8Collector();
   let timer: NodeJS.Timeout | undefined;
   return {
     schedule() {

@@ -77,12 +77,12 @@ export class SqliteSessionStore implements SessionStore {
    */
   private async stage(payload: Uint8Array, run: ProjectionRun): Promise<number> {
     const blobId = await this.db.call("session.stage", { owner: OWNER });
+    // Shared memory (a large gRPC request, grpc-message-joiner.ts) reaches the worker as is; other memory is copied into a buffer of its own that moves there.
+    const shared = payload.buffer instanceof SharedArrayBuffer;
     try {
       for (let seq = 0, at = 0; at < payload.byteLength; seq++, at += CHUNK_BYTES) {
         if (seq > 0) run.throwIfFailed();
         const chunk = payload.subarray(at, at + CHUNK_BYTES);
-        // Shared memory (a large gRPC request, grpc-message-joiner.ts) reaches the worker as is; other memory is copied into a buffer of its own that moves there.
-        const shared = payload.buffer instanceof SharedArrayBuffer;
         const bytes = shared ? chunk : new Uint8Array(chunk);
         const written = this.db.call("session.stageChunk", { blobId, seq, bytes }, shared ? [] : [bytes.buffer as ArrayBuffer]);
         if (seq === 0) {

@@ -1,11 +1,7 @@
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
+import { v8Collector } from "./v8-collector.js";
 
 /** Milliseconds between the first view let go and the collection that frees it. */
 const COLLECT_AFTER_MS = 100;
-
-/** V8's collector as `--expose-gc` gives it, with the options it takes. */
-type Collector = (options?: { type?: "major" | "minor"; execution?: "sync" | "async" }) => Promise<void> | void;
 
 /**
  * For a worker thread handed views of shared memory (SharedArrayBuffer: the
@@ -21,14 +17,9 @@ type Collector = (options?: { type?: "major" | "minor"; execution?: "sync" | "as
  * share it (a 64 MiB Save is 64 staged chunks: one or a few collections,
  * not 64). It is a major one, started asynchronously (concurrent marking:
  * well under a millisecond of this thread's time on these small heaps).
- *
- * Node has no public handle on the collector, so `--expose-gc` is set at run
- * time and the `gc` function taken from a fresh context (as memory-trim.ts
- * does on the main thread).
  */
 export function sharedMemoryReleaser(): () => void {
-  setFlagsFromString("--expose-gc");
-  const collect = runInNewContext("gc") as Collector;
+  const collect = v8Collector();
   let scheduled = false;
   return () => {
     if (scheduled) return;
