@@ -32,20 +32,47 @@ describe("the Load answer framed around its payload (issue 11: a large Load cost
     }
   });
 
-  test("formats up to the headroom fit; a longer one, an empty one or no headroom falls back to the usual encoding", () => {
+  test("formats up to the headroom fit around the payload; a longer one, or too little or no headroom, gets the payload copied once behind the headers", () => {
     const fits = "f".repeat(PAYLOAD_HEADROOM_BYTES - FRAMING_ROOM_BYTES - 12);
-    const answer = loadAnswer({ format: fits, payload: roomyPayload(2 ** 21), headroom: PAYLOAD_HEADROOM_BYTES });
+    const roomy = roomyPayload(2 ** 21);
+    const answer = loadAnswer({ format: fits, payload: roomy, headroom: PAYLOAD_HEADROOM_BYTES });
+    expect(preEncoded(answer)!.buffer).toBe(roomy.buffer);
     expect(Buffer.compare(preEncoded(answer)!, Buffer.from(toBinary(LoadResponseSchema, answer)))).toBe(0);
+    const plain = (n: number) => Buffer.from(roomyPayload(n).subarray(0));
     for (const snapshot of [
       { format: `${fits}f`, payload: roomyPayload(2 ** 21), headroom: PAYLOAD_HEADROOM_BYTES },
-      { format: "", payload: roomyPayload(100), headroom: PAYLOAD_HEADROOM_BYTES },
-      { format: "sessnap-json/1", payload: roomyPayload(100) },
+      { format: "sessnap-json/1", payload: Buffer.from(plain(100)) },
       { format: "sessnap-json/1", payload: roomyPayload(100), headroom: 10 },
+      { format: "sessnap-json/1", payload: Buffer.from(plain(1024)) },
+      { format: "sessnap-json/1", payload: Buffer.from(plain(200_000)) },
     ]) {
+      const what = JSON.stringify({ format: snapshot.format.length, bytes: snapshot.payload.byteLength, headroom: snapshot.headroom });
+      const before = Buffer.from(snapshot.payload);
       const answer = loadAnswer(snapshot);
-      expect(preEncoded(answer), JSON.stringify({ format: snapshot.format, headroom: snapshot.headroom })).toBeUndefined();
+      const wire = preEncoded(answer);
+      expect(wire, what).toBeDefined();
+      expect(hasFramingRoom(wire!), what).toBe(true);
+      // A copy: the answer (with its framing room) shares no byte with the stored payload (small buffers may share Node's pool).
+      const apart = wire!.buffer !== snapshot.payload.buffer || wire!.byteOffset - FRAMING_ROOM_BYTES >= snapshot.payload.byteOffset + snapshot.payload.byteLength || wire!.byteOffset + wire!.byteLength <= snapshot.payload.byteOffset;
+      expect(apart, what).toBe(true);
+      expect(Buffer.compare(wire!, Buffer.from(toBinary(LoadResponseSchema, answer))), what).toBe(0);
+      expect(Buffer.compare(Buffer.from(fromBinary(LoadResponseSchema, wire!).snapshot!.payload), before), what).toBe(0);
+      // Framing writes only into the answer's own room, never into the stored payload's buffer.
+      frameInPlace(wire!);
+      expect(Buffer.compare(Buffer.from(snapshot.payload), before), what).toBe(0);
       expect(answer.snapshot?.format).toBe(snapshot.format);
       expect(answer.snapshot?.payload).toBe(snapshot.payload);
+    }
+  });
+
+  test("an empty format or payload is left to protobuf-es (proto3 leaves such a field out)", () => {
+    for (const snapshot of [
+      { format: "", payload: roomyPayload(100), headroom: PAYLOAD_HEADROOM_BYTES },
+      { format: "sessnap-json/1", payload: new Uint8Array(0) },
+    ]) {
+      const answer = loadAnswer(snapshot);
+      expect(preEncoded(answer)).toBeUndefined();
+      expect(answer.snapshot?.format).toBe(snapshot.format);
     }
   });
 
