@@ -1,5 +1,6 @@
 import { createRequire } from "node:module";
 import { FRAMING_ROOM_BYTES } from "../rpc/encoded-answer.js";
+import { sparePayloadMemory } from "../../common/spare-payload-memory.js";
 
 /** Answers framed in place by {@link frameInPlace}, which grpc-js sends as they are. */
 const framed = new WeakSet<Buffer>();
@@ -23,7 +24,7 @@ export function frameInPlace(wire: Buffer): Buffer {
 
 /** grpc-js's server call class, whose `serializeMessage` frames each answer (an internal of grpc-js 1.14, pinned in package.json). */
 interface GrpcServerCall {
-  prototype: { serializeMessage(value: unknown): Buffer };
+  prototype: { serializeMessage(value: unknown): Buffer; sendMessage(message: unknown, callback: () => void): void };
 }
 
 /**
@@ -31,15 +32,23 @@ interface GrpcServerCall {
  * any other answer is framed by grpc-js as before (it allocates the framed
  * message and copies the answer into it: for a 64 MiB Load, a copy into
  * fresh memory on the main thread that held every other call back; issue
- * 11). Idempotent.
+ * 11). The memory of a framed answer that came from
+ * common/spare-payload-memory.ts is given back there once grpc-js reports
+ * the message written (its write callback: Node calls it when HTTP/2 has
+ * written the bytes to the socket, and grpc-js sends the status only
+ * then); an answer whose write failed, or whose call was cancelled first,
+ * keeps its memory to the garbage collector. Idempotent.
  *
- * @throws Error when grpc-js no longer has the class or method (an upgrade moved it): the server refuses to start.
+ * @throws Error when grpc-js no longer has the class or methods (an upgrade moved them): the server refuses to start.
  */
 export function sendFramedAnswersAsIs(): void {
   const require = createRequire(import.meta.url);
   const call = (require("@grpc/grpc-js/build/src/server-interceptors.js") as { BaseServerInterceptingCall?: GrpcServerCall }).BaseServerInterceptingCall;
   const serialize = call?.prototype.serializeMessage;
-  if (typeof serialize !== "function") throw new Error("grpc-js has no BaseServerInterceptingCall.prototype.serializeMessage to wrap (grpc-js was upgraded past 1.14?)");
+  const send = call?.prototype.sendMessage;
+  if (typeof serialize !== "function" || typeof send !== "function") {
+    throw new Error("grpc-js has no BaseServerInterceptingCall.prototype.serializeMessage and sendMessage to wrap (grpc-js was upgraded past 1.14?)");
+  }
   if ((serialize as { framedAsIs?: true }).framedAsIs) return;
   const asIs = Object.assign(
     function (this: unknown, value: unknown): Buffer {
@@ -48,4 +57,12 @@ export function sendFramedAnswersAsIs(): void {
     { framedAsIs: true as const },
   );
   call!.prototype.serializeMessage = asIs;
+  call!.prototype.sendMessage = function (this: unknown, message: unknown, callback: () => void): void {
+    if (!(message instanceof Buffer) || !framed.has(message) || !sparePayloadMemory.owns(message.buffer)) return send.call(this, message, callback);
+    const memory = message.buffer;
+    send.call(this, message, () => {
+      sparePayloadMemory.giveBack(memory);
+      callback();
+    });
+  };
 }

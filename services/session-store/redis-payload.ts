@@ -1,4 +1,6 @@
-import { PAYLOAD_HEADROOM_BYTES, withHeadroom } from "../../common/payload-headroom.js";
+import { PAYLOAD_HEADROOM_BYTES } from "../../common/payload-headroom.js";
+import { sparePayloadMemory } from "../../common/spare-payload-memory.js";
+import type { ChainableCommander } from "ioredis";
 import { bulkReader } from "../storage/redis-bulk-reader.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import type { RedisOperation, RedisOperations } from "../storage/redis-operation.js";
@@ -141,11 +143,13 @@ const JOIN_SLICE_BYTES = 4 * 1024 * 1024;
  * {@link PAYLOAD_HEADROOM_BYTES} free before it (the Load answer is framed
  * there), yielding to the event loop after every {@link JOIN_SLICE_BYTES}
  * (issue 11: one 64 MiB copy into fresh memory held the main thread for
- * 40–200 ms).
+ * 40–200 ms). The buffer is the memory of an earlier large answer when the
+ * transport has given one back (common/spare-payload-memory.ts): a copy
+ * into memory touched before costs a fraction of one into fresh pages.
  */
 async function joinChunks(chunks: Buffer[]): Promise<Buffer> {
   const size = chunks.reduce((n, c) => n + c.length, 0);
-  const out = withHeadroom(size);
+  const out = sparePayloadMemory.take(size);
   let at = 0;
   let slice = 0;
   for (let i = 0; i < chunks.length; i++) {
@@ -159,25 +163,94 @@ async function joinChunks(chunks: Buffer[]): Promise<Buffer> {
   return out;
 }
 
+/** Chunks read by one command of a piecewise read (4: 2 MiB, about 2 ms of redis-server's time). */
+export const PIECE_CHUNKS = 4;
+
+/** Piecewise reads tried before a read of all chunks in one command (each fails only when a Save replaced the payload meanwhile). */
+const PIECEWISE_ATTEMPTS = 3;
+
+/** {@link readChunksInPieces} found the payload replaced while it read: read again. */
+const REPLACED = Symbol("replaced");
+
+/**
+ * Runs the commands `build` adds to a MULTI on the bulk reader's connection
+ * (storage/redis-bulk-reader.ts: large replies never queue on the shared
+ * one) as one read operation, and answers their results in order.
+ *
+ * @throws StoreFailure when Redis fails (see RedisOperation); the first command's error when one failed.
+ */
+async function bulkMulti(ops: RedisOperations, build: (multi: ChainableCommander) => ChainableCommander): Promise<unknown[]> {
+  const replies = await ops.read(async (r) => build((await bulkReader(r)).multi()).exec());
+  if (replies === null) throw new Error("Redis discarded the MULTI");
+  for (const [err] of replies) if (err !== null) throw err;
+  return replies.map(([, value]) => value);
+}
+
 /**
  * Reads a snapshot with the hash fields `fields` besides: one HMGET for a
- * payload held in the hash; for one held in chunks, the hash and the chunk
- * list again in one MULTI, so that they belong to the same Save. Undefined
- * when the session has no snapshot.
+ * payload held in the hash; for one held in chunks, the chunks on a
+ * connection of their own (storage/redis-bulk-reader.ts), in pieces of
+ * {@link PIECE_CHUNKS} (see {@link readChunksInPieces}), and if a Save keeps
+ * replacing the payload meanwhile, all of them in one MULTI with the hash
+ * again, so that they belong to the same Save. Undefined when the session
+ * has no snapshot.
  *
- * @throws StoreFailure when Redis fails (see RedisOperations.read).
+ * @throws StoreFailure when Redis fails (see RedisOperation).
  */
 export async function readSnapshot(ops: RedisOperations, keys: RedisKeys, sessionId: string, fields: string[] = []): Promise<SnapshotRead | undefined> {
   const hash = keys.snapshot(sessionId);
   const [format, payload, ...rest] = await ops.read((r) => r.hmgetBuffer(hash, "format", "payload", ...fields));
   if (format === null || format === undefined) return undefined;
   if (payload !== null && payload !== undefined) return { format: format.toString("utf8"), payload, fields: rest };
-  // The chunks come on a connection of their own, so that the small calls' replies do not queue behind up to 64 MiB of them.
-  const replies = await ops.read(async (r) => (await bulkReader(r)).multi().hmgetBuffer(hash, "format", "payload", ...fields).lrangeBuffer(keys.snapshotChunks(sessionId), 0, -1).exec());
-  const [[hashError, again], [listError, chunks]] = replies as [[Error | null, Array<Buffer | null>], [Error | null, Buffer[]]];
-  if (hashError !== null || listError !== null) throw hashError ?? listError;
+  for (let attempt = 0; attempt < PIECEWISE_ATTEMPTS; attempt++) {
+    const read = await readChunksInPieces(ops, keys, sessionId, fields);
+    if (read !== REPLACED) return read;
+  }
+  const [again, chunks] = (await bulkMulti(ops, (m) => m.hmgetBuffer(hash, "format", "payload", ...fields).lrangeBuffer(keys.snapshotChunks(sessionId), 0, -1))) as [
+    Array<Buffer | null>,
+    Buffer[],
+  ];
   const [format2, inline, ...rest2] = again;
   if (format2 === null || format2 === undefined) return undefined;
   if (inline !== null && inline !== undefined) return { format: format2.toString("utf8"), payload: inline, fields: rest2 };
   return { format: format2.toString("utf8"), payload: await joinChunks(chunks), fields: rest2, headroom: PAYLOAD_HEADROOM_BYTES };
+}
+
+/**
+ * Reads a payload held in chunks a few at a time: redis-server runs one
+ * command at a time, and `LRANGE 0 -1` of a 64 MiB payload kept it busy
+ * 50–60 ms while every other client's command waited (its SLOWLOG on this
+ * project's VMs; issue 11). Each piece is a MULTI of `HGET modified_us` and
+ * `LRANGE` of {@link PIECE_CHUNKS} chunks, sent one after another; a piece
+ * whose `modified_us` differs from the first read's, or a list shorter than
+ * the first read counted, means a Save replaced the payload meanwhile
+ * ({@link REPLACED}). A Save's `modified_us` identifies it: the Save script
+ * sets it with the chunk list, from Redis's clock, and two Saves of chunks
+ * of one session are at least two staged chunks (two round trips) apart.
+ * `copy` imports keep their source's times, one per snapshot of a session.
+ *
+ * @throws StoreFailure when Redis fails (see RedisOperation).
+ */
+async function readChunksInPieces(ops: RedisOperations, keys: RedisKeys, sessionId: string, fields: string[]): Promise<SnapshotRead | undefined | typeof REPLACED> {
+  const hash = keys.snapshot(sessionId);
+  const list = keys.snapshotChunks(sessionId);
+  const [head, count] = (await bulkMulti(ops, (m) => m.hmgetBuffer(hash, "format", "payload", "modified_us", ...fields).llen(list))) as [
+    Array<Buffer | null>,
+    number,
+  ];
+  const [format, inline, modified, ...rest] = head;
+  if (format === null || format === undefined) return undefined;
+  if (inline !== null && inline !== undefined) return { format: format.toString("utf8"), payload: inline, fields: rest };
+  if (modified === null || modified === undefined || count === 0) return REPLACED;
+  const version = modified.toString("utf8");
+  const chunks: Buffer[] = [];
+  for (let first = 0; first < count; first += PIECE_CHUNKS) {
+    const [now, piece] = (await bulkMulti(ops, (m) => m.hget(hash, "modified_us").lrangeBuffer(list, first, first + PIECE_CHUNKS - 1))) as [
+      string | null,
+      Buffer[],
+    ];
+    if (now !== version || piece.length !== Math.min(PIECE_CHUNKS, count - first)) return REPLACED;
+    chunks.push(...piece);
+  }
+  return { format: format.toString("utf8"), payload: await joinChunks(chunks), fields: rest, headroom: PAYLOAD_HEADROOM_BYTES };
 }

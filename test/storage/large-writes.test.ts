@@ -388,6 +388,64 @@ describe("large writes on Redis", () => {
     expect(await inspect.exists(chunkList)).toBe(0);
   });
 
+  test("a payload's chunks are read a few at a time: no command of a Load reads more than 4 chunks, so redis-server is never held by one for long", async () => {
+    const server = await serve("pieces:");
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const big = payload(9 * MiB + 7, 12); // 19 chunks of 512 KiB
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: big } });
+    const list = new RedisKeys("pieces:").snapshotChunks("s");
+    // SLOWLOG with a threshold of 0 records every command with its arguments (those inside a MULTI too).
+    await inspect.config("SET", "slowlog-log-slower-than", "0");
+    await inspect.config("SET", "slowlog-max-len", "10000");
+    try {
+      await inspect.slowlog("RESET");
+      expect(same((await sessions.load({ sessionId: "s" })).snapshot?.payload, big)).toBe(true);
+      const entries = (await inspect.slowlog("GET", 10000)) as Array<[number, number, number, Buffer[] | string[]]>;
+      const ranges = entries
+        .map((e) => e[3].map(String))
+        .filter((args) => args[0]!.toLowerCase() === "lrange" && args[1] === list)
+        .map((args) => [Number(args[2]), Number(args[3])] as const)
+        .sort((a, b) => a[0] - b[0]);
+      expect(ranges.length).toBe(Math.ceil(19 / 4));
+      for (const [i, [first, last]] of ranges.entries()) {
+        expect(first).toBe(i * 4);
+        expect(last - first + 1).toBe(4);
+      }
+    } finally {
+      await inspect.config("SET", "slowlog-log-slower-than", "10000");
+      await inspect.config("SET", "slowlog-max-len", "128");
+    }
+  });
+
+  test("Loads racing Saves that replace a payload held in chunks each answer one saved payload exactly, never a mix", async () => {
+    const server = await serve("race:");
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const versions = [payload(6 * MiB + 3, 21), payload(6 * MiB + 3, 22)];
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: versions[0]! } });
+    let saving = true;
+    let saves = 0;
+    const saver = (async () => {
+      for (let i = 1; saving; i++, saves++) await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: versions[i % 2]! } });
+    })();
+    const answers: number[] = [];
+    try {
+      // Three loaders at once: answers framed in place share memory kept between Loads (common/spare-payload-memory.ts).
+      await Promise.all(
+        Array.from({ length: 3 }, async () => {
+          for (let n = 0; n < 12; n++) {
+            const got = (await sessions.load({ sessionId: "s" })).snapshot?.payload;
+            answers.push(versions.findIndex((v) => same(got, v)));
+          }
+        }),
+      );
+    } finally {
+      saving = false;
+      await saver;
+    }
+    expect(saves).toBeGreaterThan(2);
+    expect(answers.filter((a) => a === -1).length, `answers: ${answers.join(",")}`).toBe(0);
+  });
+
   test("a payload's chunks are read on a connection of their own, so small calls' replies do not queue behind them", async () => {
     // CLIENT LIST from Redis itself: each connection opened since `after` (this test's server's, not those of earlier tests), with the last command it ran.
     const clientList = async (after = 0) =>
