@@ -24,7 +24,7 @@ export function frameInPlace(wire: Buffer): Buffer {
 
 /** grpc-js's server call class, whose `serializeMessage` frames each answer (an internal of grpc-js 1.14, pinned in package.json). */
 interface GrpcServerCall {
-  prototype: { serializeMessage(value: unknown): Buffer; sendMessage(message: unknown, callback: () => void): void };
+  prototype: { serializeMessage(value: unknown): Buffer; sendMessage(message: unknown, callback: () => void): void; checkCancelled(): boolean };
 }
 
 /**
@@ -34,10 +34,13 @@ interface GrpcServerCall {
  * fresh memory on the main thread that held every other call back; issue
  * 11). The memory of a framed answer that came from
  * common/spare-payload-memory.ts is given back there once grpc-js reports
- * the message written (its write callback: Node calls it when HTTP/2 has
- * written the bytes to the socket, and grpc-js sends the status only
- * then); an answer whose write failed, or whose call was cancelled first,
- * keeps its memory to the garbage collector. Idempotent.
+ * the message written with the call still open (its write callback: Node
+ * calls it when HTTP/2 has written the bytes to the socket, and grpc-js
+ * sends the status only then). Node also calls it, without an error, for a
+ * stream already destroyed (the client reset it mid-answer), when part of
+ * the answer may still be on its way to the socket: such an answer, or one
+ * whose write failed, leaves its memory to the garbage collector.
+ * Idempotent.
  *
  * @throws Error when grpc-js no longer has the class or methods (an upgrade moved them): the server refuses to start.
  */
@@ -46,8 +49,8 @@ export function sendFramedAnswersAsIs(): void {
   const call = (require("@grpc/grpc-js/build/src/server-interceptors.js") as { BaseServerInterceptingCall?: GrpcServerCall }).BaseServerInterceptingCall;
   const serialize = call?.prototype.serializeMessage;
   const send = call?.prototype.sendMessage;
-  if (typeof serialize !== "function" || typeof send !== "function") {
-    throw new Error("grpc-js has no BaseServerInterceptingCall.prototype.serializeMessage and sendMessage to wrap (grpc-js was upgraded past 1.14?)");
+  if (typeof serialize !== "function" || typeof send !== "function" || typeof call?.prototype.checkCancelled !== "function") {
+    throw new Error("grpc-js has no BaseServerInterceptingCall.prototype.serializeMessage, sendMessage and checkCancelled to use (grpc-js was upgraded past 1.14?)");
   }
   if ((serialize as { framedAsIs?: true }).framedAsIs) return;
   const asIs = Object.assign(
@@ -57,11 +60,11 @@ export function sendFramedAnswersAsIs(): void {
     { framedAsIs: true as const },
   );
   call!.prototype.serializeMessage = asIs;
-  call!.prototype.sendMessage = function (this: unknown, message: unknown, callback: () => void): void {
+  call!.prototype.sendMessage = function (this: { checkCancelled(): boolean }, message: unknown, callback: () => void): void {
     if (!(message instanceof Buffer) || !framed.has(message) || !sparePayloadMemory.owns(message.buffer)) return send.call(this, message, callback);
     const memory = message.buffer;
     send.call(this, message, () => {
-      sparePayloadMemory.giveBack(memory);
+      if (!this.checkCancelled()) sparePayloadMemory.giveBack(memory);
       callback();
     });
   };
