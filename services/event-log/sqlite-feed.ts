@@ -15,13 +15,16 @@ export const DEFAULT_FOLLOW_POLL_MS = 1000;
  * millisecond for the first 30 ms (a local fsync typically takes 1–15 ms, and
  * the follower should not wait for the next check much longer than for the
  * fsync; issue 11 asks append → follower p99 ≤ 20 ms), every 5 ms up to
- * 100 ms, then every 10 ms up to half a second after the last change (an
- * fsync on a busy disk can take a hundred milliseconds and more). A check is
- * one pragma on the main thread's read-only connection, about 10–25 µs: a
- * writer that commits without pause costs the followers' process about
- * 1,000 checks a second.
+ * 100 ms, every 10 ms up to half a second, then every 50 ms up to 10 s after
+ * the last change: an fsync on a busy disk can take hundreds of
+ * milliseconds, and on a loaded CI machine one outlasted the first half
+ * second, so that its append reached a follower only at the safety check
+ * (an hour later in the test that caught it). A check is one pragma on the
+ * main thread's read-only connection, about 10–25 µs: a writer that commits
+ * without pause costs the followers' process about 1,000 checks a second,
+ * and the tail after its last commit about 200 more.
  */
-const SETTLE_DELAYS_MS = [0, ...repeat(1, 30), ...repeat(5, 14), ...repeat(10, 40)];
+const SETTLE_DELAYS_MS = [0, ...repeat(1, 30), ...repeat(5, 14), ...repeat(10, 40), ...repeat(50, 190)];
 
 function repeat(ms: number, times: number): number[] {
   return Array.from({ length: times }, () => ms);
@@ -60,6 +63,8 @@ export class SqliteChangeFeed implements ChangeFeed {
   private settleStep = SETTLE_DELAYS_MS.length;
   private starting: Promise<void> | undefined;
   private polling = false;
+  /** A check was asked for while one was running: that one reads again when it is done. */
+  private pollAgain = false;
 
   /** @param pollIntervalMs milliseconds between safety checks (`--follow-poll-interval`). */
   constructor(
@@ -101,19 +106,33 @@ export class SqliteChangeFeed implements ChangeFeed {
     return this.safetyTimer !== undefined;
   }
 
-  /** Reads the current highest stamp (the starting point), then watches the WAL and arms the safety check. */
+  /**
+   * Watches the WAL, reads the current highest stamp (the starting point),
+   * arms the safety check and starts one series of checks. In that order, so
+   * that no commit of another process is missed at the start: one whose WAL
+   * write came before the watch but which became visible only after the
+   * starting point was read (its fsync still running) is caught by the
+   * first series, one that wrote the WAL later starts a series of its own.
+   * (Watching after the read lost such a commit until the safety check; a
+   * test with that check an hour apart timed out on a loaded machine.)
+   */
   private start(): Promise<void> {
     if (this.running) return Promise.resolve();
     this.starting ??= (async () => {
+      const watcher = this.watchWal();
       try {
         const start = await this.db.call("events.poll", { dataVersion: -1, afterStamp: -1 });
-        this.dataVersion = start.dataVersion;
-        this.stamp = start.stamp;
         if (this.watched.size > 0 && !this.running) {
+          this.dataVersion = start.dataVersion;
+          this.stamp = start.stamp;
           this.safetyTimer = setInterval(() => void this.poll(), this.pollIntervalMs);
           this.safetyTimer.unref();
-          this.watcher = this.watchWal();
-        }
+          this.watcher = watcher;
+          this.settle();
+        } else watcher?.close();
+      } catch (err) {
+        watcher?.close();
+        throw err;
       } finally {
         this.starting = undefined;
       }
@@ -176,17 +195,26 @@ export class SqliteChangeFeed implements ChangeFeed {
     }, SETTLE_DELAYS_MS[this.settleStep++]);
   }
 
-  /** One check: reports the watched logs changed since the last one. */
+  /**
+   * One check: reports the watched logs changed since the last one. A check
+   * asked for while one is running (its read went to the reader worker, say)
+   * is not dropped: the running one reads once more when it is done, since
+   * the commit it was asked for may have become visible after that read.
+   */
   private async poll(): Promise<void> {
-    if (this.polling) return;
+    if (this.polling) {
+      this.pollAgain = true;
+      return;
+    }
     this.polling = true;
     try {
       for (;;) {
+        this.pollAgain = false;
         const r = await this.db.call("events.poll", { dataVersion: this.dataVersion, afterStamp: this.stamp });
         this.dataVersion = r.dataVersion;
         this.stamp = r.stamp;
         for (const c of r.changes) if (this.watched.has(c.sessionId)) this.change(c.sessionId, { generation: c.generation, length: c.length });
-        if (!r.more) break;
+        if (!r.more && !this.pollAgain) break;
       }
     } catch {
       // The database failed or closed; health reports it, and the next check tries again.
