@@ -75,7 +75,9 @@ export async function backupSqlite(store: string, file: string, onProgress?: (p:
     const done = await source.backup(partial, {
       progress: ({ totalPages, remainingPages }) => {
         const pagesDone = totalPages - remainingPages;
-        if (pagesDone < last.pagesDone) restarts++;
+        // A step after a restart copies from page 1 again: no progress (pages done the same as
+        // after the step before, as when the restart came after the first step) is a restart too.
+        if (last.pagesDone > 0 && pagesDone <= last.pagesDone) restarts++;
         last = { pagesDone, pages: totalPages };
         onProgress?.({ ...last, restarts });
         return restarts > 0 ? 0x7fffffff : PAGES_PER_STEP;
