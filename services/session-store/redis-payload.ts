@@ -200,8 +200,8 @@ async function bulkMulti(ops: RedisOperations, build: (multi: ChainableCommander
 export async function readSnapshot(ops: RedisOperations, keys: RedisKeys, sessionId: string, fields: string[] = []): Promise<SnapshotRead | undefined> {
   const hash = keys.snapshot(sessionId);
   const [format, payload, ...rest] = await ops.read((r) => r.hmgetBuffer(hash, "format", "payload", ...fields));
-  if (format === null || format === undefined) return undefined;
-  if (payload !== null && payload !== undefined) return { format: format.toString("utf8"), payload, fields: rest };
+  const held = heldInHash(format, payload, rest);
+  if (held !== IN_CHUNKS) return held;
   for (let attempt = 0; attempt < PIECEWISE_ATTEMPTS; attempt++) {
     const read = await readChunksInPieces(ops, keys, sessionId, fields);
     if (read !== REPLACED) return read;
@@ -211,9 +211,27 @@ export async function readSnapshot(ops: RedisOperations, keys: RedisKeys, sessio
     Buffer[],
   ];
   const [format2, inline, ...rest2] = again;
-  if (format2 === null || format2 === undefined) return undefined;
-  if (inline !== null && inline !== undefined) return { format: format2.toString("utf8"), payload: inline, fields: rest2 };
-  return { format: format2.toString("utf8"), payload: await joinChunks(chunks), fields: rest2, headroom: PAYLOAD_HEADROOM_BYTES };
+  const held2 = heldInHash(format2, inline, rest2);
+  return held2 !== IN_CHUNKS ? held2 : joined(format2!, chunks, rest2);
+}
+
+/** {@link heldInHash}: the payload is in the session's chunk list. */
+const IN_CHUNKS = Symbol("in chunks");
+
+/**
+ * What a snapshot hash's `format` and `payload` fields (and the `fields`
+ * read with them) say: no snapshot (undefined), a payload held in the hash,
+ * or {@link IN_CHUNKS}.
+ */
+function heldInHash(format: Buffer | null | undefined, payload: Buffer | null | undefined, fields: Array<Buffer | null>): SnapshotRead | undefined | typeof IN_CHUNKS {
+  if (format === null || format === undefined) return undefined;
+  if (payload !== null && payload !== undefined) return { format: format.toString("utf8"), payload, fields };
+  return IN_CHUNKS;
+}
+
+/** The snapshot of `format` whose payload is `chunks` joined (with headroom; see {@link joinChunks}). */
+async function joined(format: Buffer, chunks: Buffer[], fields: Array<Buffer | null>): Promise<SnapshotRead> {
+  return { format: format.toString("utf8"), payload: await joinChunks(chunks), fields, headroom: PAYLOAD_HEADROOM_BYTES };
 }
 
 /**
@@ -239,8 +257,8 @@ async function readChunksInPieces(ops: RedisOperations, keys: RedisKeys, session
     number,
   ];
   const [format, inline, modified, ...rest] = head;
-  if (format === null || format === undefined) return undefined;
-  if (inline !== null && inline !== undefined) return { format: format.toString("utf8"), payload: inline, fields: rest };
+  const held = heldInHash(format, inline, rest);
+  if (held !== IN_CHUNKS) return held;
   if (modified === null || modified === undefined || count === 0) return REPLACED;
   const version = modified.toString("utf8");
   const chunks: Buffer[] = [];
@@ -252,5 +270,5 @@ async function readChunksInPieces(ops: RedisOperations, keys: RedisKeys, session
     if (now !== version || piece.length !== Math.min(PIECE_CHUNKS, count - first)) return REPLACED;
     chunks.push(...piece);
   }
-  return { format: format.toString("utf8"), payload: await joinChunks(chunks), fields: rest, headroom: PAYLOAD_HEADROOM_BYTES };
+  return joined(format!, chunks, rest);
 }
