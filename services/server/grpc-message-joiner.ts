@@ -1,4 +1,5 @@
 import { createRequire } from "node:module";
+import { spareRequestMemory } from "../../common/spare-payload-memory.js";
 
 /** Bytes of a gRPC message prefix: the compressed flag and a 4-byte big-endian length (gRPC over HTTP/2, "Length-Prefixed-Message"). */
 const PREFIX_BYTES = 5;
@@ -39,7 +40,9 @@ interface JoinerState {
  * (issue 11, "big snapshots that don't stall small calls"; CPU profile in
  * bench/RESULTS.md). The copying is the same in total, spread over the
  * arrival. Messages of {@link SHARED_MESSAGE_BYTES} or more are joined in
- * SharedArrayBuffer memory (see there).
+ * SharedArrayBuffer memory (see there), memory used by an earlier large
+ * request when the session store has given it back
+ * (common/spare-payload-memory.ts `spareRequestMemory`).
  *
  * Memory: the whole message is allocated when its prefix arrives, before
  * its body. The server's admission interceptor has by then charged those
@@ -81,7 +84,7 @@ export function joinOnArrival(this: JoinerState, data: Buffer): Buffer[] {
       if (this.maxReadMessageLength !== -1 && size > this.maxReadMessageLength) {
         throw new Error(`Received message larger than max (${size} vs ${this.maxReadMessageLength})`);
       }
-      this.joining = size >= SHARED_MESSAGE_BYTES ? Buffer.from(new SharedArrayBuffer(PREFIX_BYTES + size)) : Buffer.allocUnsafe(PREFIX_BYTES + size);
+      this.joining = size >= SHARED_MESSAGE_BYTES ? spareRequestMemory.take(PREFIX_BYTES + size) : Buffer.allocUnsafe(PREFIX_BYTES + size);
       prefix.copy(this.joining, 0, 0, PREFIX_BYTES);
       this.filled = PREFIX_BYTES;
     }

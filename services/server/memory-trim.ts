@@ -1,5 +1,5 @@
 import { v8Collector } from "../storage/v8-collector.js";
-import { sparePayloadMemory } from "../../common/spare-payload-memory.js";
+import { sparePayloadMemory, spareRequestMemory } from "../../common/spare-payload-memory.js";
 
 /** Milliseconds between the in-flight budget emptying and the collection it triggers. */
 export const TRIM_DELAY_MS = 500;
@@ -18,8 +18,8 @@ export interface MemoryTrimmer {
  * empties after a burst of large calls, so that the buffers those calls
  * left behind are freed and memory returns towards the baseline while the
  * process is idle (issue 10 deliverable 3); without it V8 keeps them until
- * the next allocation pressure; the spare memory kept for large Loads
- * (common/spare-payload-memory.ts) is let go first. A large call arriving within the delay
+ * the next allocation pressure; the spare memory kept for large Loads and
+ * requests (common/spare-payload-memory.ts) is let go first. A large call arriving within the delay
  * cancels it (inflight-budget.ts): a full collection is a pause of 10–40 ms
  * on the main thread, and run in the middle of the next large Save it
  * stalled the small calls beside it (issue 11).
@@ -32,6 +32,7 @@ export function memoryTrimmer(): MemoryTrimmer {
       clearTimeout(timer);
       timer = setTimeout(() => {
         sparePayloadMemory.drop();
+        spareRequestMemory.drop();
         gc();
       }, TRIM_DELAY_MS).unref();
     },

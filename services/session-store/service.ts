@@ -22,6 +22,7 @@ import { ProjectionThreadError, sharedProjectionThread, THREAD_PROJECTION_BYTES,
 import type { ProjectionSource } from "./projection-source.js";
 import { lineageEntry, metadataEntry, metadataEntryBytes } from "./wire-rows.js";
 import type { LineageQuery, SessionStore, StoredSnapshot } from "./store.js";
+import { spareRequestMemory } from "../../common/spare-payload-memory.js";
 
 /** The contract string the harness requires from Capabilities (wire-contract.md section 2.4). */
 export const SESSION_STORE_CONTRACT = "session-store/1";
@@ -173,6 +174,12 @@ async function pageMetadata(store: SessionStore, req: PageSessionMetadataRequest
  *   before answering.
  * - Create: as Save, but ALREADY_EXISTS (nothing changed, no generation
  *   bumped) when the id exists.
+ * - Save and Create give a large request's memory back for the next large
+ *   request (common/spare-payload-memory.ts `spareRequestMemory`) once the
+ *   store has answered: the store resolves only after its projection and
+ *   every write that read the payload have finished. After a store failure
+ *   the memory is left to the garbage collector (a write cut short by its
+ *   deadline may still be reading it).
  * - Load: NOT_FOUND naming the id when absent.
  * - List: every id with its save time, read in bounded pages;
  *   RESOURCE_EXHAUSTED (naming the count and the limit) when the answer would
@@ -194,11 +201,14 @@ export function sessionStoreService(store: SessionStore, thread: ProjectionThrea
     async save(req) {
       const { sessionId, snapshot, projection } = validSave(req, thread);
       await store.save(sessionId, snapshot, projection);
+      spareRequestMemory.giveBack(snapshot.payload.buffer);
       return {};
     },
     async create(req) {
       const { sessionId, snapshot, projection } = validSave(req, thread);
-      if (!(await store.create(sessionId, snapshot, projection))) {
+      const created = await store.create(sessionId, snapshot, projection);
+      spareRequestMemory.giveBack(snapshot.payload.buffer);
+      if (!created) {
         throw new ConnectError(`session ${JSON.stringify(sessionId)} already exists`, Code.AlreadyExists);
       }
       return {};

@@ -17,6 +17,7 @@ import { expectCode } from "../helpers/errors.js";
 import { waitFor } from "../helpers/wait.js";
 import { sessnap } from "../helpers/sessnap.js";
 import { rssBytes } from "../helpers/rss.js";
+import { rpcsInFlight } from "../helpers/metrics.js";
 
 /**
  * Large writes isolated from small ones (issue 11): a snapshot over 1 MiB is
@@ -76,6 +77,86 @@ async function rssGrowthOverLargeCalls(server: ServerProcess, rounds: number): P
 function expectNoGrowth(grown: { saves: number; loads: number }, rounds: number, phases: ReadonlyArray<"saves" | "loads">): void {
   const bound = (rounds * 48 * MiB) / 4;
   for (const phase of phases) expect(grown[phase], `RSS grew by ${(grown[phase] / MiB).toFixed(0)} MiB over ${rounds} ${phase} of 48 MiB`).toBeLessThan(bound);
+}
+
+/**
+ * Large Saves one after another and side by side, each of a payload of its
+ * own, each Loaded back exactly and projected from its own bytes (its
+ * metadata row's title and size). A large request is joined into memory an
+ * earlier large request gave back once its store had answered
+ * (common/spare-payload-memory.ts `spareRequestMemory`), often longer than
+ * the request: here the Saves one after another shrink, so each reuses the
+ * longer memory of the one before, and the Saves side by side take memory
+ * given back while others are still being written. Memory given back
+ * before its Save was written would show as one session stored with
+ * another's bytes.
+ */
+async function expectLargeSavesKeepTheirOwnBytes(address: string): Promise<void> {
+  const sessions = grpcClient(SessionStoreService, address);
+  const owner = { Issuer: "https://issuer.example", Subject: "reuse" };
+  const snap = (id: string, round: number, mib: number) =>
+    sessnap({ id, title: `${id} ${round}`, owner, messages: [{ role: "user", text: String.fromCharCode(97 + (round % 26)).repeat(mib * MiB) }] });
+  const expectStored = async (id: string, payload: Buffer) => {
+    expect(same((await sessions.load({ sessionId: id })).snapshot?.payload, payload), `${id}: Load answers the bytes saved`).toBe(true);
+  };
+  const rows = async () =>
+    new Map((await sessions.pageMetadata({ limit: 100, ownershipEnforced: true, ownerIssuer: owner.Issuer, ownerSubject: owner.Subject })).sessions.map((r) => [r.sessionId, [r.title, r.estimatedBytes]]));
+  for (const [round, mib] of [[0, 8], [1, 5], [2, 3], [3, 2]] as const) {
+    const payload = snap("one-by-one", round, mib);
+    await sessions.save({ sessionId: "one-by-one", snapshot: { format: FORMAT, payload } });
+    await expectStored("one-by-one", payload);
+    expect((await rows()).get("one-by-one")).toEqual([`one-by-one ${round}`, BigInt(payload.byteLength)]);
+  }
+  const ids = ["side-0", "side-1", "side-2", "side-3"];
+  for (let round = 0; round < 3; round++) {
+    const sessionIds = ids.map((id, k) => (k % 2 === 0 ? id : `${id}-${round}`));
+    const payloads = sessionIds.map((id, k) => snap(id, round * ids.length + k, 2 + ((k + round) % 4)));
+    await Promise.all(
+      sessionIds.map((sessionId, k) => {
+        const request = { sessionId, snapshot: { format: FORMAT, payload: payloads[k]! } };
+        return k % 2 === 0 ? sessions.save(request) : sessions.create(request);
+      }),
+    );
+    const stored = await rows();
+    for (const [k, sessionId] of sessionIds.entries()) {
+      await expectStored(sessionId, payloads[k]!);
+      expect(stored.get(sessionId)).toEqual([`${sessionId} ${round * ids.length + k}`, BigInt(payloads[k]!.byteLength)]);
+    }
+  }
+}
+
+/**
+ * A large Save (then a Create) held by its store while a second large request arrives
+ * (issue 11, `spareRequestMemory`): `hold` stops the store's writes (a lock
+ * or pause taken outside the server) and answers how to let them go. The
+ * second request must be joined in memory of its own, not in the first
+ * one's while its write still waits to read it: with the first Save's
+ * memory handed out early, the first session would be stored with the
+ * second's bytes though its Save was answered OK.
+ */
+async function expectHeldSaveKeepsItsBytes(server: ServerProcess, hold: () => Promise<() => Promise<void>>): Promise<void> {
+  const sessions = grpcClient(SessionStoreService, server.address);
+  for (const [round, method] of (["save", "create"] as const).entries()) {
+    const first = payload(8 * MiB, 11 + round);
+    const second = payload(7 * MiB, 21 + round);
+    const ids = [`held-${method}`, `beside-${method}`] as const;
+    const release = await hold();
+    let released = false;
+    try {
+      const calls = [sessions[method]({ sessionId: ids[0], snapshot: { format: FORMAT, payload: first } })];
+      const handled = async () => (await rpcsInFlight(server.metricsAddress!, "Save")) + (await rpcsInFlight(server.metricsAddress!, "Create"));
+      await waitFor(async () => (await handled()) === 1, 10_000, `the first ${method} to reach its handler`);
+      calls.push(sessions.save({ sessionId: ids[1], snapshot: { format: FORMAT, payload: second } }));
+      await waitFor(async () => (await handled()) === 2, 10_000, "the Save beside it to reach its handler");
+      await release();
+      released = true;
+      await Promise.all(calls);
+    } finally {
+      if (!released) await release();
+    }
+    expect(same((await sessions.load({ sessionId: ids[0] })).snapshot?.payload, first), `the held ${method} stored its own bytes`).toBe(true);
+    expect(same((await sessions.load({ sessionId: ids[1] })).snapshot?.payload, second), "the Save beside it stored its own bytes").toBe(true);
+  }
 }
 
 const { SqliteDatabase } = (await import(pathToFileURL(join(dirname(MAIN), "../storage/sqlite-database.js")).href)) as typeof import("../../services/storage/sqlite-database.js");
@@ -280,6 +361,24 @@ describe("large writes on SQLite", () => {
     const rows = (await sessions.pageMetadata(owned)).sessions;
     expect(rows.map((r) => [r.sessionId, r.title, r.activityState, r.estimatedBytes, r.ownerSubject])).toEqual([["s", "after", "active", BigInt(after.byteLength), "dana"]]);
   });
+  test("large Saves one after another and side by side each store and project their own bytes (request memory reused only once its Save was written)", async () => {
+    const server = await serve(tempFile());
+    await expectLargeSavesKeepTheirOwnBytes(server.address);
+  });
+  test("a large request arriving while a large Save waits for the write lock is joined in memory of its own; each Save stores its own bytes", async () => {
+    const path = tempFile();
+    const server = await startServer(["all", "--store", `sqlite:${path}`, "--lease-ttl", "1h", "--metrics-listen", "127.0.0.1:0"]);
+    cleanups.push(() => server.kill());
+    await expectHeldSaveKeepsItsBytes(server, async () => {
+      // Another process's write transaction: the server's writer waits for it (busy_timeout).
+      const other = new Database(path);
+      other.exec("BEGIN IMMEDIATE");
+      return async () => {
+        other.exec("ROLLBACK");
+        other.close();
+      };
+    });
+  });
 });
 
 describe("large writes on Redis", () => {
@@ -327,6 +426,23 @@ describe("large writes on Redis", () => {
     const server = await serve("rss:");
     // Loads on Redis involve no worker thread, and their RSS moves by up to 64 MiB between runs (allocator caches): Saves only.
     expectNoGrowth(await rssGrowthOverLargeCalls(server, 8), 8, ["saves"]);
+  });
+
+  test("large Saves one after another and side by side each store and project their own bytes (request memory reused only once its Save was written)", async () => {
+    const server = await serve("reuse:");
+    await expectLargeSavesKeepTheirOwnBytes(server.address);
+  });
+
+  test("a large request arriving while a large Save's writes are paused is joined in memory of its own; each Save stores its own bytes", async () => {
+    const server = await startServer(["all", "--store", redis.url, "--redis-key-prefix", "held:", "--lease-ttl", "1h", "--store-timeout", `${STORE_TIMEOUT_MS}ms`, "--metrics-listen", "127.0.0.1:0"]);
+    servers.push(server);
+    await expectHeldSaveKeepsItsBytes(server, async () => {
+      // redis-server holds every write command (scripts included) until unpaused.
+      await inspect.call("CLIENT", "PAUSE", "20000", "WRITE");
+      return async () => {
+        await inspect.call("CLIENT", "UNPAUSE");
+      };
+    });
   });
 
   test("the staging list of a Save that never finished expires; the session keeps its previous snapshot", async () => {

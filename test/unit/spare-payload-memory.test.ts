@@ -43,3 +43,20 @@ describe("memory kept between large payloads joined on the main thread (issue 11
     expect(memory.heldBytes).toBe(0);
   });
 });
+
+describe("memory kept between large requests joined as they arrive (issue 11)", () => {
+  test("shared memory without headroom: a later, shorter request gets a view of the spare's start, exactly as long as asked", () => {
+    const memory = new SparePayloadMemory<SharedArrayBuffer>(0, (bytes) => new SharedArrayBuffer(bytes));
+    const first = memory.take(4096);
+    expect(first.buffer).toBeInstanceOf(SharedArrayBuffer);
+    expect([first.byteOffset, first.byteLength]).toEqual([0, 4096]);
+    first.fill(1);
+    memory.giveBack(first.buffer);
+    const second = memory.take(100);
+    expect(second.buffer).toBe(first.buffer);
+    expect([second.byteOffset, second.byteLength]).toEqual([0, 100]);
+    // Foreign shared memory (not from take) is never kept.
+    memory.giveBack(new SharedArrayBuffer(1 << 20));
+    expect(memory.heldBytes).toBe(0);
+  });
+});
