@@ -11,8 +11,9 @@
  *    process that syncs (the server on SQLite, redis-server on Redis),
  *    counted by `perf stat` during the Append case (bench/lib/fsync-count.ts).
  * 4. Renew p99 while 64 MiB Saves run in a loop, while 64 MiB Loads run in
- *    a loop (each from a worker thread, bench/lib/large-call-loop.ts), and
- *    without them: one Renew sent every 5 ms (an open loop, latency from
+ *    a loop (each from a worker thread, bench/lib/large-call-loop.ts; the
+ *    snapshot the Loads read is saved once per server before any slice),
+ *    and without them: one Renew sent every 5 ms (an open loop, latency from
  *    the moment it was due; see renewOpenLoop).
  * 5. SQLite: append → follower p99 across two server processes on one file
  *    (append sent on one, record received by a follower on the other), one
@@ -43,7 +44,7 @@ import { interleaved, processCpu, Sample, type PhaseResult } from "./lib/interle
 import { fmt } from "./lib/measure.js";
 import { driverUnaryOps, floorUnaryOps, UNARY_CALLS, type Op } from "./lib/unary-ops.js";
 import { countFsyncs } from "./lib/fsync-count.js";
-import { startLargeCallLoop, type LargeCall } from "./lib/large-call-loop.js";
+import { saveLoadedSnapshot, startLargeCallLoop, type LargeCall } from "./lib/large-call-loop.js";
 
 const CALLS = Number(process.argv[2] ?? 10_000);
 const BACKENDS = (process.argv[3] ?? "sqlite,redis").split(",");
@@ -140,6 +141,9 @@ async function renewUnderLargeCalls(targets: Target[]): Promise<RenewUnderLarge[
     await renewOpenLoop(sample, SLICE_SECONDS, t.ops.Renew!);
     return loop.stop();
   };
+  for (const t of targets) await saveLoadedSnapshot(t.server.address, LARGE_SAVE_BYTES);
+  // Lets the checkpoints and the space reclamation after those Saves finish (sqlite-maintenance.ts IDLE_MS is 1 s).
+  await new Promise((r) => setTimeout(r, 3000));
   for (let slice = 0; slice < RENEW_SLICES; slice++) {
     const order = slice % 2 === 0 ? targets.map((_, k) => k) : targets.map((_, k) => targets.length - 1 - k);
     for (const k of order) {

@@ -8,15 +8,33 @@ import { Worker, isMainThread, parentPort, workerData } from "node:worker_thread
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { rawGrpcClient, rawUnary } from "../../test/helpers/raw-grpc.js";
 
-/** Which large call the loop repeats: a Save of the payload, or a Load of it (saved once first). */
+/** Which large call the loop repeats: a Save of the payload, or a Load of the snapshot {@link saveLoadedSnapshot} saved. */
 export type LargeCall = "save" | "load";
 
 /** A running loop of large calls. */
 export interface LargeCallLoop {
-  /** Resolves once the first call of the loop has been sent (for Load: after the one Save before it). */
+  /** Resolves once the first call of the loop has been sent. */
   started: Promise<void>;
   /** Lets the call in flight finish, ends the loop; resolves to the number of calls completed. */
   stop(): Promise<number>;
+}
+
+/** The session a loop of Loads reads. */
+const LOADED_SESSION = "large-load";
+
+/**
+ * Saves the `bytes`-byte snapshot that a loop of Loads reads, once per
+ * server before any measurement: the Save, its checkpoint and the space it
+ * reclaims afterwards are then not charged to the Renews measured beside
+ * the Loads (they are what the loop of Saves measures).
+ */
+export async function saveLoadedSnapshot(address: string, bytes: number): Promise<void> {
+  const store = rawGrpcClient(SessionStoreService, address);
+  try {
+    await rawUnary(store, SessionStoreService.method.save, { sessionId: LOADED_SESSION, snapshot: { format: "sessnap-json/1", payload: Buffer.alloc(bytes, 0x61) } });
+  } finally {
+    store.close();
+  }
 }
 
 /** Starts `call`s of a `bytes`-byte snapshot against one session of the server at `address`, one after another. */
@@ -43,11 +61,10 @@ export function startLargeCallLoop(address: string, bytes: number, call: LargeCa
 if (!isMainThread && (workerData as { bytes?: number })?.bytes !== undefined) {
   const { address, bytes, call } = workerData as { address: string; bytes: number; call: LargeCall };
   const store = rawGrpcClient(SessionStoreService, address);
-  const sessionId = `large-${call}`;
+  const sessionId = call === "load" ? LOADED_SESSION : "large-save";
   const save = () => rawUnary(store, SessionStoreService.method.save, { sessionId, snapshot: { format: "sessnap-json/1", payload: Buffer.alloc(bytes, 0x61) } });
   let stopping = false;
   parentPort!.on("message", () => (stopping = true));
-  if (call === "load") await save();
   let calls = 0;
   parentPort!.postMessage({ started: true });
   while (!stopping) {
