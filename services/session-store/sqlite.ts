@@ -1,6 +1,7 @@
 import { indexScan, keysetScan, type IndexScan } from "../storage/index-scan.js";
 import type { SqliteDatabase } from "../storage/sqlite-database.js";
 import { processIdentity } from "../storage/process-identity.js";
+import { StoreFailure } from "../storage/store-failure.js";
 import { ProjectionRun, type ProjectionSource } from "./projection-source.js";
 import { CHUNK_BYTES, STAGE_BYTES } from "./sqlite-blobs.js";
 import type { PutResult } from "./sqlite-ops.js";
@@ -73,15 +74,29 @@ export class SqliteSessionStore implements SessionStore {
    * Stages `payload` as a new blob, one chunk per write; answers its id.
    * `run` is started once the worker has the first chunk, and checked
    * before every later chunk: its failure gives the staging up and is
-   * thrown.
+   * thrown. The staging as a whole has one `--store-timeout`, as a Redis
+   * operation has (storage/redis-operation.ts), not one per chunk: a
+   * staging still unfinished when it has passed (another process holding
+   * the write lock again and again, say) is given up before its next chunk,
+   * so a Save is never published long after its caller was told it failed.
+   *
+   * @throws StoreFailure `unreachable` (UNAVAILABLE, nothing written) when the
+   *   staging outlasts `--store-timeout`; any failure of a chunk's write.
    */
   private async stage(payload: Uint8Array, run: ProjectionRun): Promise<number> {
+    const deadline = performance.now() + this.db.storeTimeoutMs;
     const blobId = await this.db.call("session.stage", { owner: OWNER });
     // Shared memory (a large gRPC request, grpc-message-joiner.ts) reaches the worker as is; other memory is copied into a buffer of its own that moves there.
     const shared = payload.buffer instanceof SharedArrayBuffer;
     try {
       for (let seq = 0, at = 0; at < payload.byteLength; seq++, at += CHUNK_BYTES) {
         if (seq > 0) run.throwIfFailed();
+        if (performance.now() > deadline) {
+          throw new StoreFailure(
+            "unreachable",
+            `the SQLite database did not stage this Save's ${payload.byteLength} bytes within ${this.db.storeTimeoutMs} ms (--store-timeout; ${at} staged); nothing was written`,
+          );
+        }
         const chunk = payload.subarray(at, at + CHUNK_BYTES);
         const bytes = shared ? chunk : new Uint8Array(chunk);
         const written = this.db.call("session.stageChunk", { blobId, seq, bytes }, shared ? [] : [bytes.buffer as ArrayBuffer]);

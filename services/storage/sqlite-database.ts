@@ -284,6 +284,11 @@ export class SqliteDatabase extends EventEmitter {
     return this.problem === undefined;
   }
 
+  /** Milliseconds one operation may take (`--store-timeout`): each {@link call}'s deadline. */
+  get storeTimeoutMs(): number {
+    return this.context.read.storeTimeoutMs;
+  }
+
   /**
    * Runs a named operation: a write on the writer worker, an inline read on
    * this thread when it fits, any other read on the reader worker.

@@ -368,6 +368,46 @@ describe("large writes on SQLite", () => {
     const server = await serve(tempFile());
     await expectLargeSavesKeepTheirOwnBytes(server.address);
   });
+  test("a staging that outlasts --store-timeout as a whole, each chunk within it, fails UNAVAILABLE before its next chunk and changes nothing", async () => {
+    const path = tempFile();
+    const server = await startServer(["all", "--store", `sqlite:${path}`, "--lease-ttl", "1h", "--store-timeout", "1s"]);
+    cleanups.push(() => server.kill());
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const before = payload(1000, 13);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: before } });
+    // Another connection takes the write lock for 150 ms of every 250: no chunk waits longer than
+    // about 150 ms (the server's busy timeout is 750 ms), but the 512 chunks of 64 MiB get through
+    // only in the gaps, some 20 per gap, which would take more than 5 s in all.
+    const holder = new Database(path);
+    holder.pragma("busy_timeout = 5000");
+    let holding = true;
+    let cycle: NodeJS.Timeout | undefined;
+    const hold = () => {
+      if (!holding) return;
+      holder.exec("BEGIN IMMEDIATE");
+      cycle = setTimeout(() => {
+        holder.exec("ROLLBACK");
+        cycle = setTimeout(hold, 100);
+      }, 150);
+    };
+    cleanups.push(() => {
+      holding = false;
+      clearTimeout(cycle);
+      if (holder.inTransaction) holder.exec("ROLLBACK");
+      holder.close();
+    });
+    hold();
+    const started = performance.now();
+    await expectCode(sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: payload(64 * MiB - 64, 14) } }), Code.Unavailable, "within 1000 ms (--store-timeout");
+    expect(performance.now() - started, "the Save's answer came within about one --store-timeout").toBeLessThan(5_000);
+    holding = false;
+    clearTimeout(cycle);
+    if (holder.inTransaction) holder.exec("ROLLBACK");
+    expect(same((await sessions.load({ sessionId: "s" })).snapshot?.payload, before), "the session keeps its previous snapshot").toBe(true);
+    const count = counter(path);
+    await waitFor(() => count().chunks === 0 && count().stages === 0, 10_000, "the given-up staging's chunks to be dropped");
+  });
+
   test("a large request arriving while a large Save waits for the write lock is joined in memory of its own; each Save stores its own bytes", async () => {
     const path = tempFile();
     const server = await startServer(["all", "--store", `sqlite:${path}`, "--lease-ttl", "1h", "--metrics-listen", "127.0.0.1:0"]);
