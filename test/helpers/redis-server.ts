@@ -125,7 +125,9 @@ export async function spawnRedis(
     restart: start,
     async stop() {
       await kill();
-      rmSync(dir, { recursive: true, force: true });
+      // A child redis-server forked for an AOF rewrite outlives its killed parent for a moment and
+      // may still write its temporary file here (ENOTEMPTY seen on this project's VMs): retry.
+      rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 });
     },
     client: () => new Redis(probeOptions),
   };
