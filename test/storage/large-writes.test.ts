@@ -161,6 +161,7 @@ async function expectHeldSaveKeepsItsBytes(server: ServerProcess, hold: () => Pr
 }
 
 const { SqliteDatabase } = (await import(pathToFileURL(join(dirname(MAIN), "../storage/sqlite-database.js")).href)) as typeof import("../../services/storage/sqlite-database.js");
+const { projectSnapshot } = (await import(pathToFileURL(join(dirname(MAIN), "../session-store/projection.js")).href)) as typeof import("../../services/session-store/projection.js");
 
 describe("large writes on SQLite", () => {
   const cleanups: Array<() => unknown> = [];
@@ -368,6 +369,28 @@ describe("large writes on SQLite", () => {
     const server = await serve(tempFile());
     await expectLargeSavesKeepTheirOwnBytes(server.address);
   });
+  test("a payload staged in chunks of another size (1 MiB, as before 2026-12-03) loads the same; the Save replacing it stages chunks of CHUNK_BYTES and the old ones are dropped", async () => {
+    const path = tempFile();
+    const db = await SqliteDatabase.open({ path });
+    const old = payload(3 * MiB + 7, 15);
+    const blobId = await db.call("session.stage", { owner: "test" });
+    for (let seq = 0, at = 0; at < old.byteLength; seq++, at += MiB) {
+      await db.call("session.stageChunk", { blobId, seq, bytes: new Uint8Array(old.subarray(at, at + MiB)) });
+    }
+    await db.call("session.save", { sessionId: "s", snapshot: { format: FORMAT, payload: new Uint8Array(0) }, projection: projectSnapshot("s", old, ""), staged: { blobId, size: old.byteLength } });
+    await db.close();
+    const count = counter(path);
+    expect(count()).toEqual({ chunks: 4, stages: 0 });
+
+    const server = await serve(path);
+    const sessions = grpcClient(SessionStoreService, server.address);
+    expect(same((await sessions.load({ sessionId: "s" })).snapshot?.payload, old), "the 1 MiB chunks load as saved").toBe(true);
+    const next = payload(2 * MiB + 3, 16);
+    await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: next } });
+    expect(same((await sessions.load({ sessionId: "s" })).snapshot?.payload, next)).toBe(true);
+    await waitFor(() => count().chunks === chunksOf(next) && count().stages === 0, 10_000, "the 1 MiB chunks to be dropped, the new ones kept");
+  });
+
   test("a staging that outlasts --store-timeout as a whole, each chunk within it, fails UNAVAILABLE before its next chunk and changes nothing", async () => {
     const path = tempFile();
     const server = await startServer(["all", "--store", `sqlite:${path}`, "--lease-ttl", "1h", "--store-timeout", "1s"]);
