@@ -64,7 +64,7 @@ export interface SqliteOp<A, R> {
   /**
    * For a write that moves a lot of data and whose loss in a crash is
    * harmless until an ordinary write that depends on it commits (a staged
-   * 1 MiB chunk, which only the Save publishing it makes part of a session;
+   * chunk, which only the Save publishing it makes part of a session;
    * the drop of a garbage chunk): committed after the small writes queued
    * with it, in a transaction of its own, so that they never wait for its
    * insert (issue 11), and with `synchronous = NORMAL`, so without an fsync
