@@ -31,15 +31,16 @@ import { STAGE_LOST_CODE } from "../storage/sqlite-failure.js";
 export const STAGE_BYTES = 1024 * 1024;
 
 /**
- * Bytes of one staged chunk: one chunk per transaction (128 KiB). A chunk's
- * commit has no fsync of its own (SqliteOp.large), so the next small write's
- * commit (a Renew's) syncs the chunk frames written before it in the same
- * WAL, and waits for them to reach the disk. Smaller chunks bound that wait:
- * beside a loop of 64 MiB Saves, Renew p99 was 71–154 ms with 1 MiB chunks,
- * 44–94 ms with 256 KiB and 35–41 ms with 128 KiB, with as many Saves
- * completed (interleaved runs of a probe, bench/RESULTS.md 2026-12-03); 64
- * KiB gained nothing more. Blobs written with other chunk sizes read the same
- * (chunks are read in `seq` order whatever their length).
+ * Bytes of one staged chunk: one chunk per transaction (128 KiB). A small
+ * write (a Renew) that arrives while a chunk is written waits for that
+ * chunk's insert and fsync, and the disk it syncs to is busy with what the
+ * chunks before wrote: smaller chunks bound both. Beside a loop of 64 MiB
+ * Saves, Renew p99 was 71–154 ms with 1 MiB chunks, 44–94 ms with 256 KiB
+ * and 35–41 ms with 128 KiB, with as many Saves completed (interleaved runs
+ * of a probe, chunk commits then without an fsync of their own;
+ * bench/RESULTS.md 2026-12-03); 64 KiB gained nothing more. Blobs written
+ * with other chunk sizes read the same (chunks are read in `seq` order
+ * whatever their length).
  */
 export const CHUNK_BYTES = 128 * 1024;
 

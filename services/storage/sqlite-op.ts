@@ -62,16 +62,15 @@ export interface SqliteOp<A, R> {
   /** For a read: whether it may run on the main thread (see above). */
   readonly inline: boolean;
   /**
-   * For a write that moves a lot of data and whose loss in a crash is
-   * harmless until an ordinary write that depends on it commits (a staged
-   * chunk, which only the Save publishing it makes part of a session;
-   * the drop of a garbage chunk): committed after the small writes queued
-   * with it, in a transaction of its own, so that they never wait for its
-   * insert (issue 11), and with `synchronous = NORMAL`, so without an fsync
-   * of its own. Durability holds: the fsync of the later ordinary commit
-   * (`synchronous = FULL`) covers every WAL frame written before it, and a
-   * checkpoint in between syncs the WAL before and the database after
-   * copying (https://sqlite.org/pragma.html#pragma_synchronous).
+   * For a write that moves a lot of data (a staged chunk, the drop of a
+   * garbage chunk): committed after the small writes queued with it, in a
+   * transaction of its own, so that they never wait for its insert (issue
+   * 11). It is synced by its own commit like any other (`synchronous =
+   * FULL`): until 2026-12-03 these commits ran at `synchronous = NORMAL`,
+   * and the next small write's commit then synced their frames, so a Renew
+   * beside a loop of 64 MiB Saves waited for the chunks' bytes to reach the
+   * disk (Renew p99 40–61 ms against 22–37 ms with each chunk synced by its
+   * own commit, five interleaved probe runs each, bench/RESULTS.md).
    */
   readonly large?: boolean;
   run(db: Database.Database, args: A, ctx: OpContext): R;

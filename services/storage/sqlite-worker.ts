@@ -140,8 +140,7 @@ function expiredReply(id: number): Reply {
  * Answers everything queued, in two parts: the reads and small writes
  * first, then the large writes (staged chunks; issue 11), each part with its
  * own group commit and its own reply message, so that a small write never
- * waits for a large one's insert; the large ones commit without an fsync of
- * their own (see SqliteOp.large). Never throws: an error no operation
+ * waits for a large one's insert (see SqliteOp.large). Never throws: an error no operation
  * expected (say, SQLite rolled a transaction back under us) is answered to
  * every request of its part, and the worker goes on serving.
  */
@@ -243,17 +242,9 @@ function runWrites(writes: Request[], notifications: Notification[]): Reply[] {
   }
   if (live.length === 0) return expired;
   const startMs = epochMs();
-  // Large writes need no fsync of their own (see SqliteOp.large): SQLite's NORMAL mode syncs
-  // only at checkpoints, and the fsync of the next ordinary commit covers their WAL frames.
-  const relaxed = init.durable && live.every((w) => ops[w.op]!.large === true);
-  if (relaxed) db.pragma("synchronous = NORMAL");
-  try {
-    const replies = commitGroup(live, expired, notifications);
-    commit = { startMs, endMs: epochMs(), size: live.length };
-    return replies;
-  } finally {
-    if (relaxed) db.pragma("synchronous = FULL");
-  }
+  const replies = commitGroup(live, expired, notifications);
+  commit = { startMs, endMs: epochMs(), size: live.length };
+  return replies;
 }
 
 /** The transaction of {@link runWrites}: `live` writes under one BEGIN IMMEDIATE ... COMMIT; `expired` replies go first. */
