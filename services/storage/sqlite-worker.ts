@@ -140,9 +140,10 @@ function expiredReply(id: number): Reply {
  * Answers everything queued, in two parts: the reads and small writes
  * first, then the large writes (staged chunks; issue 11), each part with its
  * own group commit and its own reply message, so that a small write never
- * waits for a large one's insert (see SqliteOp.large). Never throws: an error no operation
- * expected (say, SQLite rolled a transaction back under us) is answered to
- * every request of its part, and the worker goes on serving.
+ * waits for a large one's insert (see SqliteOp.large). Never throws: an
+ * error no operation expected (say, SQLite rolled a transaction back under
+ * us) is answered to every request of its part, and the worker goes on
+ * serving.
  */
 function drain(): void {
   scheduled = false;

@@ -173,8 +173,8 @@ describe("large writes on SQLite", () => {
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     return join(dir, "store.sqlite");
   }
-  async function serve(path: string): Promise<ServerProcess> {
-    const server = await startServer(["all", "--store", `sqlite:${path}`, "--lease-ttl", "1h"]);
+  async function serve(path: string, extra: string[] = []): Promise<ServerProcess> {
+    const server = await startServer(["all", "--store", `sqlite:${path}`, "--lease-ttl", "1h", ...extra]);
     cleanups.push(() => server.kill());
     return server;
   }
@@ -393,8 +393,7 @@ describe("large writes on SQLite", () => {
 
   test("a staging that outlasts --store-timeout as a whole, each chunk within it, fails UNAVAILABLE before its next chunk and changes nothing", async () => {
     const path = tempFile();
-    const server = await startServer(["all", "--store", `sqlite:${path}`, "--lease-ttl", "1h", "--store-timeout", "1s"]);
-    cleanups.push(() => server.kill());
+    const server = await serve(path, ["--store-timeout", "1s"]);
     const sessions = grpcClient(SessionStoreService, server.address);
     const before = payload(1000, 13);
     await sessions.save({ sessionId: "s", snapshot: { format: FORMAT, payload: before } });
@@ -433,8 +432,7 @@ describe("large writes on SQLite", () => {
 
   test("a large request arriving while a large Save waits for the write lock is joined in memory of its own; each Save stores its own bytes", async () => {
     const path = tempFile();
-    const server = await startServer(["all", "--store", `sqlite:${path}`, "--lease-ttl", "1h", "--metrics-listen", "127.0.0.1:0"]);
-    cleanups.push(() => server.kill());
+    const server = await serve(path, ["--metrics-listen", "127.0.0.1:0"]);
     await expectHeldSaveKeepsItsBytes(server, async () => {
       // Another process's write transaction: the server's writer waits for it (busy_timeout).
       const other = new Database(path);
@@ -461,9 +459,9 @@ describe("large writes on Redis", () => {
     await redis?.stop();
   });
   const STORE_TIMEOUT_MS = 30_000;
-  async function serve(prefix: string): Promise<ServerProcess> {
+  async function serve(prefix: string, extra: string[] = []): Promise<ServerProcess> {
     // A 64 MiB Save is one operation under --store-timeout: 30 s, for a loaded machine.
-    const server = await startServer(["all", "--store", redis.url, "--redis-key-prefix", prefix, "--lease-ttl", "1h", "--store-timeout", `${STORE_TIMEOUT_MS}ms`]);
+    const server = await startServer(["all", "--store", redis.url, "--redis-key-prefix", prefix, "--lease-ttl", "1h", "--store-timeout", `${STORE_TIMEOUT_MS}ms`, ...extra]);
     servers.push(server);
     return server;
   }
@@ -500,8 +498,7 @@ describe("large writes on Redis", () => {
   });
 
   test("a large request arriving while a large Save's writes are paused is joined in memory of its own; each Save stores its own bytes", async () => {
-    const server = await startServer(["all", "--store", redis.url, "--redis-key-prefix", "held:", "--lease-ttl", "1h", "--store-timeout", `${STORE_TIMEOUT_MS}ms`, "--metrics-listen", "127.0.0.1:0"]);
-    servers.push(server);
+    const server = await serve("held:", ["--metrics-listen", "127.0.0.1:0"]);
     await expectHeldSaveKeepsItsBytes(server, async () => {
       // redis-server holds every write command (scripts included) until unpaused.
       await inspect.call("CLIENT", "PAUSE", "20000", "WRITE");
