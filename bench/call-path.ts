@@ -19,8 +19,18 @@
  *    (append sent on one, record received by a follower on the other), one
  *    append at a time, 100–200 ms apart.
  *
- * Targets alternate in slices (floor, this build, baseline; then the other
- * way round), so that load from other processes falls on all alike.
+ * On Redis, cases 1 and 2 also run the Redis floor: the floor server making
+ * the one Redis command per call that the least Redis-backed server would
+ * (a `GETRANGE` for Load, a `SET` for Renew and Append, on a redis-server of
+ * its own with `appendfsync always`; bench/lib/floor-server.ts). Its ratios
+ * to the floor show how much of a Redis row's distance from the floor is
+ * the Redis round trip itself (and redis-server's share of the 2 cores),
+ * which no server built on Redis can remove; the detailed table gives each
+ * target ÷ the Redis floor as well.
+ *
+ * Targets alternate in slices (floor, Redis floor, this build, baseline;
+ * then the other way round), so that load from other processes falls on all
+ * alike.
  *
  * Run: npm run build && node dist/bench/call-path.js [calls] [backends] [baseline-main.js]
  *   calls: per small-call case at 64 in flight (default 10000); backends
@@ -39,7 +49,7 @@ import { EventLogService, ReadAfterRequestSchema, type ReadAfterResponse } from 
 import { startServer, type ServerProcess } from "../test/helpers/server.js";
 import { spawnRedis, type SpawnedRedis } from "../test/helpers/redis-server.js";
 import { rawGrpcClient, rawUnary } from "../test/helpers/raw-grpc.js";
-import { startTransportFloor } from "./lib/floor.js";
+import { startTransportFloor, type TransportFloor } from "./lib/floor.js";
 import { interleaved, processCpu, Sample, type PhaseResult } from "./lib/interleave.js";
 import { fmt } from "./lib/measure.js";
 import { driverUnaryOps, floorUnaryOps, UNARY_CALLS, type Op } from "./lib/unary-ops.js";
@@ -85,7 +95,22 @@ interface Row {
   target: string;
   result: PhaseResult;
   floor?: PhaseResult;
+  /** The Redis floor's result in the same slices (Redis rows only). */
+  redisFloor?: PhaseResult;
   appendsPerFsync?: number;
+}
+
+/** The Redis floor (bench/lib/floor-server.ts with a redis-server of its own, durable as the targets'), for the Redis rows. */
+interface RedisFloor {
+  floor: TransportFloor;
+  redis: SpawnedRedis;
+  ops: Record<string, Op>;
+}
+
+async function startRedisFloor(): Promise<RedisFloor> {
+  const redis = await spawnRedis();
+  const floor = await startTransportFloor(redis.url);
+  return { floor, redis, ops: floorUnaryOps(floor) };
 }
 
 async function startTarget(build: Build, backend: string, dir: string, index: number): Promise<Target> {
@@ -225,21 +250,34 @@ async function main() {
   for (const backend of CASES.has("1") || CASES.has("2") || CASES.has("4") ? BACKENDS : []) {
     const targets: Target[] = [];
     for (const [i, b] of builds.entries()) targets.push(await startTarget(b, backend, dir, i));
+    const redisFloor = backend === "redis" && (CASES.has("1") || CASES.has("2")) ? await startRedisFloor() : undefined;
+    // Contenders in every slice: the floor, the Redis floor on Redis, then the targets.
+    const floors = redisFloor === undefined ? 1 : 2;
+    const contenders = (call: string) => [floorOps[call]!, ...(redisFloor === undefined ? [] : [redisFloor.ops[call]!]), ...targets.map((t) => t.ops[call]!)];
     for (const call of CASES.has("1") ? UNARY_CALLS : []) {
-      const meters = [processCpu([floor.pid], false), ...targets.map((t) => processCpu([t.server.proc.pid!], false))];
+      const meters = [floor.pid, ...(redisFloor === undefined ? [] : [redisFloor.floor.pid]), ...targets.map((t) => t.server.proc.pid!)].map((pid) => processCpu([pid], false));
       const fsyncs = call === "Append" ? await Promise.all(targets.map((t) => countFsyncs(t.syncPid))) : [];
-      const [floorResult, ...results] = (await interleaved([floorOps[call]!, ...targets.map((t) => t.ops[call]!)], IN_FLIGHT, CALLS, SLICE, meters)).map((s) => s.summary());
+      const all = (await interleaved(contenders(call), IN_FLIGHT, CALLS, SLICE, meters)).map((s) => s.summary());
+      const [floorResult, redisFloorResult] = [all[0]!, floors === 2 ? all[1] : undefined];
+      const results = all.slice(floors);
       const counted = await Promise.all(fsyncs.map((f) => f.stop()));
       for (const [k, result] of results.entries()) {
         const n = counted[k];
-        rows.push({ backend, case: `${call}, 64 in flight`, target: targets[k]!.build.name, result, floor: floorResult, appendsPerFsync: n === undefined || n === 0 ? undefined : result.ops / n });
+        rows.push({ backend, case: `${call}, 64 in flight`, target: targets[k]!.build.name, result, floor: floorResult, redisFloor: redisFloorResult, appendsPerFsync: n === undefined || n === 0 ? undefined : result.ops / n });
       }
-      log(`${backend} ${call}: floor ${fmt(floorResult!.opsPerSecond)}/s, ${results.map((r, k) => `${targets[k]!.build.name} ${fmt(r.opsPerSecond)}/s`).join(", ")}`);
+      const redisFloorNote = redisFloorResult === undefined ? "" : `, Redis floor ${fmt(redisFloorResult.opsPerSecond)}/s`;
+      log(`${backend} ${call}: floor ${fmt(floorResult.opsPerSecond)}/s${redisFloorNote}, ${results.map((r, k) => `${targets[k]!.build.name} ${fmt(r.opsPerSecond)}/s`).join(", ")}`);
     }
     if (CASES.has("2")) {
-      const single = (await interleaved([floorOps["Load 1 KiB"]!, ...targets.map((t) => t.ops["Load 1 KiB"]!)], 1, SINGLE_CALLS, 200)).map((s) => s.summary());
-      for (const [k, result] of single.slice(1).entries()) rows.push({ backend, case: "Load 1 KiB, 1 in flight", target: targets[k]!.build.name, result, floor: single[0] });
-      log(`${backend} Load at 1 in flight: floor p50 ${fmt(single[0]!.p50Ms)} ms, ${single.slice(1).map((r, k) => `${targets[k]!.build.name} ${fmt(r.p50Ms)} ms`).join(", ")}`);
+      const all = (await interleaved(contenders("Load 1 KiB"), 1, SINGLE_CALLS, 200)).map((s) => s.summary());
+      const [floorResult, redisFloorResult] = [all[0]!, floors === 2 ? all[1] : undefined];
+      for (const [k, result] of all.slice(floors).entries()) rows.push({ backend, case: "Load 1 KiB, 1 in flight", target: targets[k]!.build.name, result, floor: floorResult, redisFloor: redisFloorResult });
+      const redisFloorNote = redisFloorResult === undefined ? "" : `, Redis floor ${fmt(redisFloorResult.p50Ms)} ms`;
+      log(`${backend} Load at 1 in flight: floor p50 ${fmt(floorResult.p50Ms)} ms${redisFloorNote}, ${all.slice(floors).map((r, k) => `${targets[k]!.build.name} ${fmt(r.p50Ms)} ms`).join(", ")}`);
+    }
+    if (redisFloor !== undefined) {
+      redisFloor.floor.stop();
+      await redisFloor.redis.stop();
     }
     for (const [k, r] of (CASES.has("4") ? await renewUnderLargeCalls(targets) : []).entries()) {
       renew.push({ backend, target: targets[k]!.build.name, quiet: r.quiet.summary(), saving: r.saving.summary(), loading: r.loading.summary(), saves: r.saves, loads: r.loads });
@@ -263,6 +301,18 @@ async function main() {
     console.log(
       `| ${r.backend} | ${r.case} | ${r.target} | ${fmt(r.result.opsPerSecond)} | ${fmt(r.result.opsPerSecond / r.floor!.opsPerSecond, 2)} | ${fmt(r.result.p50Ms)} | ${fmt(r.result.p50Ms / r.floor!.p50Ms, 2)} | ${fmt(r.result.p99Ms)} | ${fmt(cpu)} | ${fmt(cpu / floorCpu, 2)} | ${r.appendsPerFsync === undefined ? "" : fmt(r.appendsPerFsync)} |`,
     );
+  }
+  const withRedisFloor = rows.filter((r) => r.redisFloor !== undefined);
+  if (withRedisFloor.length > 0) {
+    // The Redis floor is a bare grpc-js server making one Redis command per call: what no Redis-backed server can go below.
+    console.log("\n| backend | case | Redis floor calls/s | Redis floor ÷ floor calls/s | Redis floor ÷ floor p50 | Redis floor ÷ floor CPU | target | target ÷ Redis floor calls/s | ÷ Redis floor p50 | ÷ Redis floor CPU |");
+    console.log("|---|---|---:|---:|---:|---:|---|---:|---:|---:|");
+    for (const r of withRedisFloor) {
+      const rf = r.redisFloor!;
+      console.log(
+        `| ${r.backend} | ${r.case} | ${fmt(rf.opsPerSecond)} | ${fmt(rf.opsPerSecond / r.floor!.opsPerSecond, 2)} | ${fmt(rf.p50Ms / r.floor!.p50Ms, 2)} | ${fmt(rf.cpuMsPerOp / r.floor!.cpuMsPerOp, 2)} | ${r.target} | ${fmt(r.result.opsPerSecond / rf.opsPerSecond, 2)} | ${fmt(r.result.p50Ms / rf.p50Ms, 2)} | ${fmt(r.result.cpuMsPerOp / rf.cpuMsPerOp, 2)} |`,
+      );
+    }
   }
   console.log("\n| backend | target | Renew p99 ms, 64 MiB Saves looping | Renew p99 ms, 64 MiB Loads looping | Renew p99 ms, without | Renew p50 ms, Saves / Loads / without | Saves / Loads completed |");
   console.log("|---|---|---:|---:|---:|---:|---:|");
@@ -288,6 +338,14 @@ async function main() {
     line("Load 1 KiB / Renew / Append, throughput ÷ floor [≥ 0.85 / 0.85 / 0.75]", (b) => cell(backend, b, (r) => r.result.opsPerSecond / r.floor!.opsPerSecond, small));
     line("server CPU per call ÷ floor's [≤ 1.5]", (b) => cell(backend, b, (r) => r.result.cpuMsPerOp / r.floor!.cpuMsPerOp, small));
     line("Load p50 at 1 in flight ÷ floor's [≤ 1.3]", (b) => cell(backend, b, (r) => r.result.p50Ms / r.floor!.p50Ms, (c) => c.endsWith("1 in flight")));
+    if (backend === "redis") {
+      line("Redis floor (one Redis command per call): throughput ÷ floor / CPU ÷ floor's, Load / Renew / Append; Load p50 at 1 in flight ÷ floor's", (b) => {
+        const own = rows.filter((r) => r.backend === backend && r.target === b.name && r.redisFloor !== undefined);
+        const ratio = (pick: (r: Row) => boolean, value: (r: Row) => number) => own.filter(pick).map((r) => fmt(value(r), 2)).join(" / ");
+        const small = (r: Row) => r.case.endsWith("64 in flight");
+        return `${ratio(small, (r) => r.redisFloor!.opsPerSecond / r.floor!.opsPerSecond)}; ${ratio(small, (r) => r.redisFloor!.cpuMsPerOp / r.floor!.cpuMsPerOp)}; ${ratio((r) => r.case.endsWith("1 in flight"), (r) => r.redisFloor!.p50Ms / r.floor!.p50Ms)}`;
+      });
+    }
     line("appends per fsync at 64 in flight [≥ 10]", (b) => cell(backend, b, (r) => r.appendsPerFsync ?? Number.NaN, (c) => c.startsWith("Append")));
     line("Renew p99 ms while 64 MiB Saves loop / while 64 MiB Loads loop / without [< 25]", (b) => {
       const r = renew.find((x) => x.backend === backend && x.target === b.name);

@@ -2,20 +2,27 @@ import * as grpc from "@grpc/grpc-js";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
-/** A running floor server process and a grpc-js client for it. */
+/** A running floor server process (bench/lib/floor-server.ts) and a grpc-js client for it. */
 export interface TransportFloor {
-  /** Sends `bytes`; the server answers an empty message. */
+  /** Sends `bytes`; the server answers an empty message (the Redis floor after storing them). */
   sink(bytes: Buffer): Promise<Buffer>;
-  /** Asks for `size` bytes; the server answers with them. */
+  /** Asks for `size` bytes; the server answers with them (the Redis floor reads them from Redis). */
   source(size: number): Promise<Buffer>;
+  /** Sends `bytes`; the server answers `answerSize` bytes (the Redis floor after storing them). */
+  write(bytes: Buffer, answerSize: number): Promise<Buffer>;
+  /** True for the Redis floor: every call makes one Redis command. */
+  stores: boolean;
   /** Process id of the floor server (for CPU metering). */
   pid: number;
   stop(): void;
 }
 
-/** Spawns bench/lib/floor-server.js and connects a grpc-js client to it. */
-export async function startTransportFloor(): Promise<TransportFloor> {
-  const proc = spawn(process.execPath, [fileURLToPath(new URL("./floor-server.js", import.meta.url))], { stdio: ["ignore", "pipe", "inherit"] });
+/**
+ * Spawns bench/lib/floor-server.js and connects a grpc-js client to it; with
+ * `redisUrl`, the Redis floor (one Redis command per call, see floor-server.ts).
+ */
+export async function startTransportFloor(redisUrl?: string): Promise<TransportFloor> {
+  const proc = spawn(process.execPath, [fileURLToPath(new URL("./floor-server.js", import.meta.url)), ...(redisUrl === undefined ? [] : [redisUrl])], { stdio: ["ignore", "pipe", "inherit"] });
   const port = await new Promise<number>((resolve) => {
     proc.stdout!.setEncoding("utf8").once("data", (line: string) => resolve((JSON.parse(line) as { port: number }).port));
   });
@@ -27,13 +34,17 @@ export async function startTransportFloor(): Promise<TransportFloor> {
   const identity = (b: Buffer) => b;
   const call = (path: string, bytes: Buffer) =>
     new Promise<Buffer>((resolve, reject) => client.makeUnaryRequest(path, identity, identity, bytes, (err, res) => (err ? reject(err) : resolve(res!))));
+  const sized = (size: number, bytes: Uint8Array = Buffer.alloc(0)) => {
+    const req = Buffer.alloc(4 + bytes.length);
+    req.writeUInt32BE(size);
+    req.set(bytes, 4);
+    return req;
+  };
   return {
     sink: (bytes) => call("/bench.Floor/Sink", bytes),
-    source: (size) => {
-      const req = Buffer.alloc(4);
-      req.writeUInt32BE(size);
-      return call("/bench.Floor/Source", req);
-    },
+    source: (size) => call("/bench.Floor/Source", sized(size)),
+    write: (bytes, answerSize) => call("/bench.Floor/Write", sized(answerSize, bytes)),
+    stores: redisUrl !== undefined,
     pid: proc.pid!,
     stop() {
       client.close();

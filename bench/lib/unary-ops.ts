@@ -82,11 +82,19 @@ function bytesUnary(client: grpc.Client, method: DescMethod, request: Buffer): P
   return new Promise((resolve, reject) => client.makeUnaryRequest(path, asIs, asIs, request, (err, res) => (err ? reject(err) : resolve(res!))));
 }
 
-/** The same message shapes against the transport floor: `Source` for Load and Renew, `Sink` for Append. */
+/** Size of a RenewRequest on the wire, roughly (a lease of a short session id and owner). */
+const RENEW_REQUEST = 48;
+
+/**
+ * The same message shapes against the transport floor: `Source` for Load,
+ * `Sink` for Append, and for Renew `Source` (the bare floor: a Renew's
+ * request is as small as Source's) or, on the Redis floor, `Write` (a Renew
+ * is a write: it stores its request's bytes before it answers).
+ */
 export function floorUnaryOps(floor: TransportFloor): Record<(typeof UNARY_CALLS)[number], Op> {
   return {
     "Load 1 KiB": () => floor.source(KiB),
-    Renew: () => floor.source(SMALL_ANSWER),
+    Renew: floor.stores ? () => floor.write(Buffer.alloc(RENEW_REQUEST, 0x63), SMALL_ANSWER) : () => floor.source(SMALL_ANSWER),
     Append: () => floor.sink(Buffer.alloc(220, 0x62)),
   };
 }
