@@ -1,7 +1,7 @@
 import { publishCommand, type RedisClient } from "../storage/redis-client.js";
-import { randomBytes } from "node:crypto";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import { RedisOperations } from "../storage/redis-operation.js";
+import { randomHexId } from "../storage/random-id.js";
 import { redisScript } from "../storage/redis-script.js";
 import { RedisChangeFeed } from "./redis-feed.js";
 import { PAGE_BYTES, type Appended, type EventLogStore, type LogPage, type NewRecord, type StoredRecord } from "./store.js";
@@ -113,7 +113,8 @@ export class RedisEventLogStore implements EventLogStore {
 
   async append(sessionId: string, record: NewRecord): Promise<Appended> {
     const op = this.ops.begin();
-    const fresh = randomBytes(8).toString("hex");
+    // The generation this append mints if the log has none yet: 64 random bits, as every operation id.
+    const fresh = randomHexId();
     const args: Array<string | Buffer> = record.kind === "event" ? ["e", record.format, toBuffer(record.payload)] : ["g", record.reason, ""];
     const keys = [this.keys.eventLogMeta(sessionId), this.keys.eventLog(sessionId)];
     const [generation, position] = (await op.script(APPEND_SCRIPT, keys, [fresh, this.keys.eventLogChannel(sessionId), ...args, publishCommand(this.ops.redis)], op.record(this.keys.sessionOp(sessionId, op.id)))) as [string, number];

@@ -9,6 +9,11 @@ export const DEFAULT_PARTITIONS = 16;
 /** Most partitions a store may record: every partition must have a slot range of its own. */
 export const MAX_PARTITIONS = 1024;
 
+/** Ids whose partitions {@link StoreLayout} keeps at most (a few hundred KiB of memory). */
+const MEMO_IDS = 4096;
+/** Longest id (UTF-16 code units) whose partition {@link StoreLayout} keeps. */
+const MEMO_ID_CHARS = 128;
+
 /** CRC16-CCITT (XModem) of `bytes`: the checksum Redis Cluster hashes keys with. */
 export function crc16(bytes: Buffer): number {
   let crc = 0;
@@ -60,13 +65,25 @@ export class StoreLayout {
     });
   }
 
-  /** The last id {@link partitionOf} hashed, and its partition: one RPC builds several keys of one id in a row. */
-  private last: { id: string; partition: number } | undefined;
+  /**
+   * Partitions of recently seen ids: one RPC builds several keys of one id,
+   * and a harness calls again and again for the sessions it runs (a Renew
+   * every few seconds, an Append per event), so most calls find their id
+   * here instead of hashing it (about 2 µs). Emptied once it holds
+   * {@link MEMO_IDS} ids, so it never grows past that.
+   */
+  private readonly memo = new Map<string, number>();
 
   /** The partition of a record id (session id, schedule name or fire id): the first 4 bytes of SHA-256 of its UTF-8, modulo N. */
   partitionOf(id: string): number {
-    if (this.last?.id !== id) this.last = { id, partition: hash("sha256", id, "buffer").readUInt32BE(0) % this.partitions };
-    return this.last.partition;
+    let partition = this.memo.get(id);
+    if (partition === undefined) {
+      partition = hash("sha256", id, "buffer").readUInt32BE(0) % this.partitions;
+      if (this.memo.size >= MEMO_IDS) this.memo.clear();
+      // Only short ids: a 16 KiB id would make the memo's memory 16 KiB × MEMO_IDS.
+      if (id.length <= MEMO_ID_CHARS) this.memo.set(id, partition);
+    }
+    return partition;
   }
 
   /** The hash tag text of partition `p` (without braces). */

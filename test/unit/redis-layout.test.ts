@@ -23,6 +23,20 @@ describe("Redis store layout (issue 13)", () => {
     for (const id of ["a", "session-1", "é-🦀", "}", ""]) expect(layout.partitionOf(id)).toBe(createHash("sha256").update(id, "utf8").digest().readUInt32BE(0) % 16);
   });
 
+  test("partitions kept for ids seen before stay right: ids asked again and again, interleaved, more of them than are kept, and long ones", () => {
+    const layout = new StoreLayout(16);
+    const ids = [...Array.from({ length: 9000 }, (_, i) => `s-${i}`), "L".repeat(16 * 1024), "L".repeat(16 * 1024 - 1)];
+    const expected = (id: string) => createHash("sha256").update(id, "utf8").digest().readUInt32BE(0) % 16;
+    for (let round = 0; round < 3; round++) {
+      for (const [i, id] of ids.entries()) {
+        expect(layout.partitionOf(id)).toBe(expected(id));
+        // A second id between two asks of one, as side-by-side RPCs do.
+        const other = ids[(i * 7919) % ids.length]!;
+        expect(layout.partitionOf(other)).toBe(expected(other));
+      }
+    }
+  });
+
   test("every key of a record, and its index partitions, carry one hash tag; odd ids (braces) cannot move a key to another slot", () => {
     const keys = new RedisKeys("p:");
     for (const id of ["plain", "}", "{", "a}b{c", "{x}"]) {
