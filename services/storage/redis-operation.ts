@@ -107,39 +107,52 @@ export class RedisOperation {
    * Runs `request` with retries (see the class comment). `write`: an attempt
    * may apply it (decides `outcome_unknown`); `refusable`: the key of a write
    * script, whose refusals are noted for health (redis-write-refusal.ts).
+   *
+   * The first attempt is sent before p-retry is involved: almost every call
+   * needs no retry, and p-retry's setup for each call (its options, their
+   * checks, its closures) cost 7–12 % of a small Redis call's server CPU
+   * (bench/RESULTS.md). When that attempt fails, p-retry is handed its error
+   * as the outcome of its own first attempt, so the attempts, their numbers,
+   * the backoff and the verdict are what they would have been had p-retry run
+   * from the start.
    */
   private async attempt<T>(write: boolean, request: (redis: RedisClient) => Promise<T>, refusable?: string): Promise<T> {
     let cause = "no attempt made";
     // The last attempt's error; built only when no attempt has failed yet (an Error's stack costs a few µs per call).
     let last: unknown;
+    const send = async (attemptNumber: number): Promise<T> => {
+      const left = this.remainingMs();
+      // Too little time left for a retry to be answered: end with the last attempt's
+      // (definite) error rather than send a command that would be cut off unanswered.
+      if (left <= 0 || (attemptNumber > 1 && left < this.lastAttemptMs())) throw new AbortError((last as Error | undefined) ?? new RedisAttemptTimeout("no time left"));
+      return await withinMs(Promise.resolve().then(() => request(this.redis)), left);
+    };
+    let first: unknown;
     try {
-      return await pRetry(
-        async (attemptNumber) => {
-          const left = this.remainingMs();
-          // Too little time left for a retry to be answered: end with the last attempt's
-          // (definite) error rather than send a command that would be cut off unanswered.
-          if (left <= 0 || (attemptNumber > 1 && left < this.lastAttemptMs())) throw new AbortError((last as Error | undefined) ?? new RedisAttemptTimeout("no time left"));
-          return await withinMs(Promise.resolve().then(() => request(this.redis)), left);
+      return await send(1);
+    } catch (err) {
+      first = err;
+    }
+    try {
+      return await pRetry((attemptNumber) => (attemptNumber === 1 ? Promise.reject(first) : send(attemptNumber)), {
+        retries: Infinity,
+        minTimeout: 10,
+        factor: 2,
+        maxTimeout: 200,
+        randomize: true,
+        // The operation's deadline, counted from now (the first attempt has taken some of it).
+        maxRetryTime: Math.max(0, this.remainingMs()),
+        onFailedAttempt: ({ error }) => {
+          last = error;
+          if (refusable !== undefined) writeRefusals(this.redis)?.note(error, refusable);
+          const c = classifyRedisError(error);
+          if (c.kind !== "retry") return;
+          const why = c.sent ? undefined : reconnectCause(this.redis);
+          cause = why === undefined || c.cause !== "not connected" ? c.cause : `${c.cause}: ${why}`;
+          if (write && c.sent) this.maybeApplied = true;
         },
-        {
-          retries: Infinity,
-          minTimeout: 10,
-          factor: 2,
-          maxTimeout: 200,
-          randomize: true,
-          maxRetryTime: Math.max(0, this.remainingMs()),
-          onFailedAttempt: ({ error }) => {
-            last = error;
-            if (refusable !== undefined) writeRefusals(this.redis)?.note(error, refusable);
-            const c = classifyRedisError(error);
-            if (c.kind !== "retry") return;
-            const why = c.sent ? undefined : reconnectCause(this.redis);
-            cause = why === undefined || c.cause !== "not connected" ? c.cause : `${c.cause}: ${why}`;
-            if (write && c.sent) this.maybeApplied = true;
-          },
-          shouldRetry: ({ error }) => classifyRedisError(error).kind === "retry",
-        },
-      );
+        shouldRetry: ({ error }) => classifyRedisError(error).kind === "retry",
+      });
     } catch (err) {
       throw this.verdict(err, cause);
     }
