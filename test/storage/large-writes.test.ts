@@ -392,6 +392,24 @@ describe("large writes on SQLite", () => {
     await waitFor(() => count().chunks === chunksOf(next) && count().stages === 0, 10_000, "the 1 MiB chunks to be dropped, the new ones kept");
   });
 
+  test("large Loads of payloads of different sizes, one after another and side by side, each answer their own bytes", async () => {
+    const server = await serve(tempFile());
+    const sessions = grpcClient(SessionStoreService, server.address);
+    // Sizes that go up and down: memory kept from one large Load to reuse for the next would sometimes be too small, sometimes larger.
+    const stored = [payload(6 * MiB + 3, 31), payload(4 * MiB + 1, 32), payload(9 * MiB, 33), payload(2 * MiB + 7, 34)];
+    for (const [i, p] of stored.entries()) await sessions.save({ sessionId: `l${i}`, snapshot: { format: FORMAT, payload: p } });
+    const expectLoaded = async (i: number) => {
+      const got = (await sessions.load({ sessionId: `l${i}` })).snapshot?.payload;
+      expect(got?.byteLength, `l${i}`).toBe(stored[i]!.byteLength);
+      expect(same(got, stored[i]!), `l${i} answers its own bytes`).toBe(true);
+    };
+    for (const i of [0, 1, 2, 3, 2, 0, 1, 3, 3, 2]) await expectLoaded(i);
+    // Four loaders at once: answers of different sessions in flight together.
+    await Promise.all(Array.from({ length: 4 }, async (_, w) => {
+      for (let n = 0; n < 6; n++) await expectLoaded((w + n) % stored.length);
+    }));
+  });
+
   test("a staging that outlasts --store-timeout as a whole, each chunk within it, fails UNAVAILABLE before its next chunk and changes nothing", async () => {
     const path = tempFile();
     const server = await serve(path, ["--store-timeout", "1s"]);
