@@ -10,10 +10,11 @@
  * on stdout when listening. With a Redis URL it is the Redis floor: each
  * call makes the one Redis command the least Redis-backed server would, on
  * one ioredis connection with auto-pipelining as the driver's: `Source`
- * `GETRANGE`s its answer from a 64 KiB value, `Sink` and `Write` `SET` the
- * bytes after the size (one of 64 keys, so memory stays bounded) and answer
- * once Redis did (on a redis-server with `appendfsync always`, once it is
- * on disk). No script, no operation record, no retry, no metrics.
+ * `GETRANGE`s its answer from a 64 KiB value (so it answers at most 64 KiB;
+ * a larger size fails), `Sink` `SET`s its whole request and `Write` the
+ * bytes after its size (one of 64 keys, so memory stays bounded), and they
+ * answer once Redis did (on a redis-server with `appendfsync always`, once
+ * it is on disk). No script, no operation record, no retry, no metrics.
  */
 import * as grpc from "@grpc/grpc-js";
 import { Redis } from "ioredis";
@@ -37,7 +38,9 @@ const handlers: Record<string, Handler> = {
   sink: (call, cb) => answer(store(call.request).then(() => Buffer.alloc(0)), cb),
   source: (call, cb) => {
     const size = call.request.readUInt32BE(0);
-    answer(redis === undefined ? Promise.resolve(Buffer.alloc(size, 7)) : redis.getrangeBuffer("floor:source", 0, size - 1), cb);
+    if (redis === undefined || size === 0) return answer(Promise.resolve(Buffer.alloc(size, 7)), cb);
+    if (size > SOURCE_BYTES) return answer(Promise.reject(new Error(`the Redis floor answers at most ${SOURCE_BYTES} bytes, not ${size}`)), cb);
+    answer(redis.getrangeBuffer("floor:source", 0, size - 1), cb);
   },
   write: (call, cb) => answer(store(call.request.subarray(4)).then(() => Buffer.alloc(call.request.readUInt32BE(0), 7)), cb),
 };

@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 export interface TransportFloor {
   /** Sends `bytes`; the server answers an empty message (the Redis floor after storing them). */
   sink(bytes: Buffer): Promise<Buffer>;
-  /** Asks for `size` bytes; the server answers with them (the Redis floor reads them from Redis). */
+  /** Asks for `size` bytes; the server answers with them (the Redis floor reads them from Redis: at most 64 KiB). */
   source(size: number): Promise<Buffer>;
   /** Sends `bytes`; the server answers `answerSize` bytes (the Redis floor after storing them). */
   write(bytes: Buffer, answerSize: number): Promise<Buffer>;

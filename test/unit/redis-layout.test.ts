@@ -27,14 +27,24 @@ describe("Redis store layout (issue 13)", () => {
     const layout = new StoreLayout(16);
     const ids = [...Array.from({ length: 9000 }, (_, i) => `s-${i}`), "L".repeat(16 * 1024), "L".repeat(16 * 1024 - 1)];
     const expected = (id: string) => createHash("sha256").update(id, "utf8").digest().readUInt32BE(0) % 16;
+    let most = 0;
     for (let round = 0; round < 3; round++) {
       for (const [i, id] of ids.entries()) {
         expect(layout.partitionOf(id)).toBe(expected(id));
         // A second id between two asks of one, as side-by-side RPCs do.
         const other = ids[(i * 7919) % ids.length]!;
         expect(layout.partitionOf(other)).toBe(expected(other));
+        most = Math.max(most, layout.memoizedIds);
       }
     }
+    // Bounded: at most 4,096 ids kept, and long ids never.
+    expect(most).toBe(4096);
+    const fresh = new StoreLayout(16);
+    fresh.partitionOf("L".repeat(129));
+    fresh.partitionOf("é".repeat(200));
+    expect(fresh.memoizedIds).toBe(0);
+    fresh.partitionOf("s".repeat(128));
+    expect(fresh.memoizedIds).toBe(1);
   });
 
   test("every key of a record, and its index partitions, carry one hash tag; odd ids (braces) cannot move a key to another slot", () => {
