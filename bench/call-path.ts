@@ -107,6 +107,7 @@ interface RedisFloor {
   ops: Record<string, Op>;
 }
 
+/** Spawns a durable redis-server (appendfsync always, as the targets') and the floor server on it; the caller stops both. */
 async function startRedisFloor(): Promise<RedisFloor> {
   const redis = await spawnRedis();
   const floor = await startTransportFloor(redis.url);
@@ -252,28 +253,26 @@ async function main() {
     for (const [i, b] of builds.entries()) targets.push(await startTarget(b, backend, dir, i));
     const redisFloor = backend === "redis" && (CASES.has("1") || CASES.has("2")) ? await startRedisFloor() : undefined;
     // Contenders in every slice: the floor, the Redis floor on Redis, then the targets.
-    const floors = redisFloor === undefined ? 1 : 2;
     const contenders = (call: string) => [floorOps[call]!, ...(redisFloor === undefined ? [] : [redisFloor.ops[call]!]), ...targets.map((t) => t.ops[call]!)];
+    /** One slice run's summaries, split back into the floor's, the Redis floor's (if it ran) and the targets'. */
+    const split = (all: PhaseResult[]) => ({ floor: all[0]!, redisFloor: redisFloor === undefined ? undefined : all[1], results: all.slice(redisFloor === undefined ? 1 : 2) });
+    /** ", Redis floor <figure>" for the progress log, or nothing when the Redis floor did not run. */
+    const redisFloorNote = (r: PhaseResult | undefined, figure: (r: PhaseResult) => string) => (r === undefined ? "" : `, Redis floor ${figure(r)}`);
     for (const call of CASES.has("1") ? UNARY_CALLS : []) {
       const meters = [floor.pid, ...(redisFloor === undefined ? [] : [redisFloor.floor.pid]), ...targets.map((t) => t.server.proc.pid!)].map((pid) => processCpu([pid], false));
       const fsyncs = call === "Append" ? await Promise.all(targets.map((t) => countFsyncs(t.syncPid))) : [];
-      const all = (await interleaved(contenders(call), IN_FLIGHT, CALLS, SLICE, meters)).map((s) => s.summary());
-      const [floorResult, redisFloorResult] = [all[0]!, floors === 2 ? all[1] : undefined];
-      const results = all.slice(floors);
+      const { floor: floorResult, redisFloor: redisFloorResult, results } = split((await interleaved(contenders(call), IN_FLIGHT, CALLS, SLICE, meters)).map((s) => s.summary()));
       const counted = await Promise.all(fsyncs.map((f) => f.stop()));
       for (const [k, result] of results.entries()) {
         const n = counted[k];
         rows.push({ backend, case: `${call}, 64 in flight`, target: targets[k]!.build.name, result, floor: floorResult, redisFloor: redisFloorResult, appendsPerFsync: n === undefined || n === 0 ? undefined : result.ops / n });
       }
-      const redisFloorNote = redisFloorResult === undefined ? "" : `, Redis floor ${fmt(redisFloorResult.opsPerSecond)}/s`;
-      log(`${backend} ${call}: floor ${fmt(floorResult.opsPerSecond)}/s${redisFloorNote}, ${results.map((r, k) => `${targets[k]!.build.name} ${fmt(r.opsPerSecond)}/s`).join(", ")}`);
+      log(`${backend} ${call}: floor ${fmt(floorResult.opsPerSecond)}/s${redisFloorNote(redisFloorResult, (r) => `${fmt(r.opsPerSecond)}/s`)}, ${results.map((r, k) => `${targets[k]!.build.name} ${fmt(r.opsPerSecond)}/s`).join(", ")}`);
     }
     if (CASES.has("2")) {
-      const all = (await interleaved(contenders("Load 1 KiB"), 1, SINGLE_CALLS, 200)).map((s) => s.summary());
-      const [floorResult, redisFloorResult] = [all[0]!, floors === 2 ? all[1] : undefined];
-      for (const [k, result] of all.slice(floors).entries()) rows.push({ backend, case: "Load 1 KiB, 1 in flight", target: targets[k]!.build.name, result, floor: floorResult, redisFloor: redisFloorResult });
-      const redisFloorNote = redisFloorResult === undefined ? "" : `, Redis floor ${fmt(redisFloorResult.p50Ms)} ms`;
-      log(`${backend} Load at 1 in flight: floor p50 ${fmt(floorResult.p50Ms)} ms${redisFloorNote}, ${all.slice(floors).map((r, k) => `${targets[k]!.build.name} ${fmt(r.p50Ms)} ms`).join(", ")}`);
+      const { floor: floorResult, redisFloor: redisFloorResult, results } = split((await interleaved(contenders("Load 1 KiB"), 1, SINGLE_CALLS, 200)).map((s) => s.summary()));
+      for (const [k, result] of results.entries()) rows.push({ backend, case: "Load 1 KiB, 1 in flight", target: targets[k]!.build.name, result, floor: floorResult, redisFloor: redisFloorResult });
+      log(`${backend} Load at 1 in flight: floor p50 ${fmt(floorResult.p50Ms)} ms${redisFloorNote(redisFloorResult, (r) => `${fmt(r.p50Ms)} ms`)}, ${results.map((r, k) => `${targets[k]!.build.name} ${fmt(r.p50Ms)} ms`).join(", ")}`);
     }
     if (redisFloor !== undefined) {
       redisFloor.floor.stop();
@@ -339,12 +338,11 @@ async function main() {
     line("server CPU per call ÷ floor's [≤ 1.5]", (b) => cell(backend, b, (r) => r.result.cpuMsPerOp / r.floor!.cpuMsPerOp, small));
     line("Load p50 at 1 in flight ÷ floor's [≤ 1.3]", (b) => cell(backend, b, (r) => r.result.p50Ms / r.floor!.p50Ms, (c) => c.endsWith("1 in flight")));
     if (backend === "redis") {
-      line("Redis floor (one Redis command per call): throughput ÷ floor / CPU ÷ floor's, Load / Renew / Append; Load p50 at 1 in flight ÷ floor's", (b) => {
-        const own = rows.filter((r) => r.backend === backend && r.target === b.name && r.redisFloor !== undefined);
-        const ratio = (pick: (r: Row) => boolean, value: (r: Row) => number) => own.filter(pick).map((r) => fmt(value(r), 2)).join(" / ");
-        const small = (r: Row) => r.case.endsWith("64 in flight");
-        return `${ratio(small, (r) => r.redisFloor!.opsPerSecond / r.floor!.opsPerSecond)}; ${ratio(small, (r) => r.redisFloor!.cpuMsPerOp / r.floor!.cpuMsPerOp)}; ${ratio((r) => r.case.endsWith("1 in flight"), (r) => r.redisFloor!.p50Ms / r.floor!.p50Ms)}`;
-      });
+      // Every Redis row of cases 1 and 2 carries the Redis floor's result of its slices.
+      const floorCell = (b: Build, value: (rf: PhaseResult, floor: PhaseResult) => number, case_: (c: string) => boolean) => cell(backend, b, (r) => value(r.redisFloor!, r.floor!), case_);
+      line("Redis floor (one Redis command per call): throughput ÷ floor / CPU ÷ floor's, Load / Renew / Append; Load p50 at 1 in flight ÷ floor's", (b) =>
+        [floorCell(b, (rf, f) => rf.opsPerSecond / f.opsPerSecond, small), floorCell(b, (rf, f) => rf.cpuMsPerOp / f.cpuMsPerOp, small), floorCell(b, (rf, f) => rf.p50Ms / f.p50Ms, (c) => c.endsWith("1 in flight"))].join("; "),
+      );
     }
     line("appends per fsync at 64 in flight [≥ 10]", (b) => cell(backend, b, (r) => r.appendsPerFsync ?? Number.NaN, (c) => c.startsWith("Append")));
     line("Renew p99 ms while 64 MiB Saves loop / while 64 MiB Loads loop / without [< 25]", (b) => {

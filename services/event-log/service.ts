@@ -6,6 +6,7 @@ import { requireFormat, requireId, requireNonEmptyBytes, requirePresent } from "
 import type { FollowHub } from "./follow-hub.js";
 import { encodeCursor } from "./cursor.js";
 import { delimitedFieldBytes, HARNESS_MESSAGE_BYTES } from "../rpc/message-size.js";
+import { MAX_ID_BYTES } from "../../common/id-rules.js";
 import { LogError } from "./log-error.js";
 import { readAfter, readEvents, type DeliveredRecord } from "./reads.js";
 import type { EventLogStore, NewRecord } from "./store.js";
@@ -16,12 +17,12 @@ export const EVENT_FORMAT = "eventlog-json/1";
 const utf8 = new TextDecoder("utf-8");
 
 /**
- * More bytes than any cursor field takes in an answer: a cursor is the
- * base64 of a small JSON object holding the session id (at most
- * MAX_ID_BYTES, 16 KiB, each byte escaped to at most 6 characters), so
- * under 132 KiB.
+ * More bytes than any cursor field takes in an answer (256 KiB): a cursor is
+ * the base64 (4 characters per 3 bytes) of a small JSON object holding the
+ * session id (at most MAX_ID_BYTES, each byte escaped to at most 6
+ * characters), so under 8 bytes per id byte plus a few dozen; twice that.
  */
-const CURSOR_BYTES_BOUND = 256 * 1024;
+const CURSOR_BYTES_BOUND = 16 * MAX_ID_BYTES;
 
 /** The longest cursor any record of `sessionId` can carry: a 16-digit position (cursor.ts). */
 function longestCursorBytes(sessionId: string): number {
