@@ -8,6 +8,7 @@ import { grpcClient, MAX_MESSAGE_BYTES } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
 import { EVENT_FORMAT, type EventLogClient } from "../helpers/event-log.js";
 import { SESSION_MEMORY_MIB } from "../../clients/transport.js";
+import { conformanceBackends, type TestBackend } from "../helpers/backends.js";
 
 /** The Go harness's send and receive limit (wire-contract.md section 1). */
 const HARNESS_LIMIT = 64 * 1024 * 1024;
@@ -17,6 +18,25 @@ function jsonOf(bytes: number): Uint8Array {
   const text = `{"a":"${"x".repeat(bytes - 8)}"}`;
   expect(text.length).toBe(bytes);
   return new TextEncoder().encode(text);
+}
+
+/**
+ * Appends to `id` an event and a gap whose ReadAfter answers would exceed the
+ * harness's 64 MiB limit, and an event that fits only without its cursor (a
+ * 16 KiB session id: the cursor alone takes about 22 KiB of the answer);
+ * expects each INVALID_ARGUMENT naming its field, and neither log to hold
+ * anything afterwards.
+ */
+async function expectOversizedAppendsRefused(events: EventLogClient, id: string): Promise<void> {
+  await expectCode(events.append({ sessionId: id, event: { format: EVENT_FORMAT, payload: jsonOf(HARNESS_LIMIT) } }), Code.InvalidArgument, "event.payload");
+  await expectCode(events.appendGap({ sessionId: id, reason: "r".repeat(HARNESS_LIMIT) }), Code.InvalidArgument, "reason");
+  const longId = "L".repeat(16 * 1024);
+  await expectCode(events.append({ sessionId: longId, event: { format: EVENT_FORMAT, payload: jsonOf(HARNESS_LIMIT - 16 * 1024) } }), Code.InvalidArgument, "event.payload");
+  for (const s of [id, longId]) {
+    const stored = [];
+    for await (const r of events.readAfter({ sessionId: s })) stored.push(r);
+    expect(stored).toEqual([]);
+  }
 }
 
 /**
@@ -57,21 +77,29 @@ describe("record sizes against the harness's 64 MiB limit", () => {
 
   test("an event or gap whose ReadAfter answer would exceed 64 MiB is INVALID_ARGUMENT and not appended; one just under is readable", async () => {
     const id = "size-events";
-    await expectCode(events.append({ sessionId: id, event: { format: EVENT_FORMAT, payload: jsonOf(HARNESS_LIMIT) } }), Code.InvalidArgument, "event.payload");
-    await expectCode(events.appendGap({ sessionId: id, reason: "r".repeat(HARNESS_LIMIT) }), Code.InvalidArgument, "reason");
-    // With a 16 KiB session id the cursor alone takes about 22 KiB of the answer.
-    const longId = "L".repeat(16 * 1024);
-    await expectCode(events.append({ sessionId: longId, event: { format: EVENT_FORMAT, payload: jsonOf(HARNESS_LIMIT - 16 * 1024) } }), Code.InvalidArgument, "event.payload");
-    for (const s of [id, longId]) {
-      const stored = [];
-      for await (const r of events.readAfter({ sessionId: s })) stored.push(r);
-      expect(stored).toEqual([]);
-    }
+    await expectOversizedAppendsRefused(events, id);
     const fits = jsonOf(HARNESS_LIMIT - 1024);
     await events.append({ sessionId: id, event: { format: EVENT_FORMAT, payload: fits } });
     await events.append({ sessionId: id, event: { format: EVENT_FORMAT, payload: jsonOf(16) } });
     const sizes: number[] = [];
     for await (const r of harnessEvents.readAfter({ sessionId: id })) sizes.push(r.event!.payload.byteLength);
     expect(sizes).toEqual([fits.byteLength, 16]);
+  });
+});
+
+// The refusals are the service's, before any store: the same on every backend, and nothing reaches the store.
+describe.each(conformanceBackends())("oversized appends on $name", (backend: TestBackend) => {
+  let server: ServerProcess;
+  beforeAll(async () => {
+    const { store, args } = await backend.setup();
+    server = await startServer(["event-log", "--store", store, ...args]);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await backend.teardown();
+  });
+
+  test("an event or gap whose ReadAfter answer would exceed 64 MiB, its cursor counted, is INVALID_ARGUMENT and not appended", async () => {
+    await expectOversizedAppendsRefused(grpcClient(EventLogService, server.address), "size-events");
   });
 });
