@@ -12,22 +12,20 @@ export interface TransportFloor {
   write(bytes: Buffer, answerSize: number): Promise<Buffer>;
   /** True for the Redis floor: every call makes one Redis command. */
   stores: boolean;
+  /** The floor server's `host:port`. */
+  address: string;
   /** Process id of the floor server (for CPU metering). */
   pid: number;
   stop(): void;
 }
 
-/**
- * Spawns bench/lib/floor-server.js and connects a grpc-js client to it; with
- * `redisUrl`, the Redis floor (one Redis command per call, see floor-server.ts).
- */
-export async function startTransportFloor(redisUrl?: string): Promise<TransportFloor> {
-  const proc = spawn(process.execPath, [fileURLToPath(new URL("./floor-server.js", import.meta.url)), ...(redisUrl === undefined ? [] : [redisUrl])], { stdio: ["ignore", "pipe", "inherit"] });
-  const port = await new Promise<number>((resolve) => {
-    proc.stdout!.setEncoding("utf8").once("data", (line: string) => resolve((JSON.parse(line) as { port: number }).port));
-  });
+/** A grpc-js client of a floor server: its three calls, and `close`. */
+export type FloorClient = Pick<TransportFloor, "sink" | "source" | "write"> & { close(): void };
+
+/** Connects a grpc-js client (the driver's 65 MiB message limits) to the floor server at `address` (`host:port`). */
+export function connectFloor(address: string): FloorClient {
   const limit = 65 * 1024 * 1024;
-  const client = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), {
+  const client = new grpc.Client(address, grpc.credentials.createInsecure(), {
     "grpc.max_receive_message_length": limit,
     "grpc.max_send_message_length": limit,
   });
@@ -44,7 +42,25 @@ export async function startTransportFloor(redisUrl?: string): Promise<TransportF
     sink: (bytes) => call("/bench.Floor/Sink", bytes),
     source: (size) => call("/bench.Floor/Source", sized(size)),
     write: (bytes, answerSize) => call("/bench.Floor/Write", sized(answerSize, bytes)),
+    close: () => client.close(),
+  };
+}
+
+/**
+ * Spawns bench/lib/floor-server.js and connects a grpc-js client to it; with
+ * `redisUrl`, the Redis floor (one Redis command per call, see floor-server.ts).
+ */
+export async function startTransportFloor(redisUrl?: string): Promise<TransportFloor> {
+  const proc = spawn(process.execPath, [fileURLToPath(new URL("./floor-server.js", import.meta.url)), ...(redisUrl === undefined ? [] : [redisUrl])], { stdio: ["ignore", "pipe", "inherit"] });
+  const port = await new Promise<number>((resolve) => {
+    proc.stdout!.setEncoding("utf8").once("data", (line: string) => resolve((JSON.parse(line) as { port: number }).port));
+  });
+  const address = `127.0.0.1:${port}`;
+  const client = connectFloor(address);
+  return {
+    ...client,
     stores: redisUrl !== undefined,
+    address,
     pid: proc.pid!,
     stop() {
       client.close();

@@ -1,7 +1,8 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { EventLogService, type AppendRequest, type ReadAfterResponseSchema } from "../../gen/mecatl/driver/v1/event_log_pb.js";
+import { AppendResponseSchema, EventLogService, type AppendRequest, type ReadAfterResponseSchema } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { errorWithReason, invalidArgument } from "../rpc/errors.js";
+import { stringAnswer } from "../rpc/encoded-answer.js";
 import { requireFormat, requireId, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
 import type { FollowHub } from "./follow-hub.js";
 import { encodeCursor } from "./cursor.js";
@@ -122,7 +123,7 @@ export function eventLogService(store: EventLogStore, hub: FollowHub): ServiceIm
     async append(req) {
       const { sessionId, record } = validAppend(req);
       const { generation, position } = await store.append(sessionId, record);
-      return { cursor: encodeCursor(sessionId, generation, position) };
+      return stringAnswer(AppendResponseSchema, 1, encodeCursor(sessionId, generation, position));
     },
     async appendGap(req) {
       const sessionId = requireId("session_id", req.sessionId);

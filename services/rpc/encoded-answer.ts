@@ -1,5 +1,6 @@
 import { create, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
+import { WireWriter } from "./wire-writer.js";
 
 /** Bytes of one chunk of {@link AnswerBytes}. */
 const CHUNK_BYTES = 1024 * 1024;
@@ -92,6 +93,19 @@ export function encodedAnswer<Desc extends DescMessage>(desc: Desc, fieldNo: num
   message.$unknown = [{ no: fieldNo, wireType: WireType.LengthDelimited, data: bytes.subarray(1) }];
   encodings.set(message, bytes);
   return message;
+}
+
+/**
+ * A message of type `desc` whose only field set is string field `fieldNo`
+ * (below 16), holding `value`: wire bytes written by {@link WireWriter}
+ * and registered as {@link encodedAnswer} does, for small answers on hot
+ * paths (an Append's cursor: issue 11). An empty `value` is the empty message.
+ */
+export function stringAnswer<Desc extends DescMessage>(desc: Desc, fieldNo: number, value: string): MessageShape<Desc> {
+  const utf8Bytes = Buffer.byteLength(value, "utf8");
+  const w = new WireWriter(WireWriter.stringFieldBytes(utf8Bytes));
+  w.string(fieldNo, value, utf8Bytes);
+  return encodedAnswer(desc, fieldNo, w.finish());
 }
 
 /** The wire bytes of a message made by {@link encodedAnswer}, or `undefined` for any other. */

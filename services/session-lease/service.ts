@@ -1,9 +1,8 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import type { MessageInitShape } from "@bufbuild/protobuf";
-import { SessionLeaseService, type Lease, type LeaseSchema } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
+import { SessionLeaseService, type Lease } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
 import { requireId, requirePresent } from "../rpc/validate.js";
-import { nanosToTimestamp } from "../rpc/timestamp.js";
-import type { LeaseHold, LeaseLossReason } from "./rules.js";
+import type { LeaseLossReason } from "./rules.js";
+import { leaseAnswer } from "./lease-answer.js";
 import type { SessionLeaseStore } from "./store.js";
 
 /** Longest accepted lease owner, in UTF-8 bytes (docs/DESIGN.md principle 5). */
@@ -18,11 +17,6 @@ export const MAX_OWNER_BYTES = 4096;
 function requireLease(lease: Lease | undefined): { sessionId: string; owner: string; token: bigint } {
   const l = requirePresent("lease", lease);
   return { sessionId: requireId("lease.session_id", l.sessionId), owner: requireId("lease.owner", l.owner, MAX_OWNER_BYTES), token: l.token };
-}
-
-/** The wire Lease for a hold on `sessionId`; expiry microseconds become a nanosecond Timestamp. */
-function wireLease(sessionId: string, hold: LeaseHold): MessageInitShape<typeof LeaseSchema> {
-  return { sessionId, owner: hold.owner, token: hold.token, expiry: nanosToTimestamp(hold.expiryUs * 1000n) };
 }
 
 const LOSS: Record<LeaseLossReason, string> = {
@@ -60,7 +54,7 @@ export function sessionLeaseService(store: SessionLeaseStore): ServiceImpl<typeo
       if (r.outcome === "exhausted") {
         throw new ConnectError(`session ${JSON.stringify(sessionId)} has used every fencing token (2^64 - 1); lease a new session id`, Code.ResourceExhausted);
       }
-      return { lease: wireLease(sessionId, r.hold) };
+      return leaseAnswer(sessionId, r.hold);
     },
     async renew(req) {
       const { sessionId, owner, token } = requireLease(req.lease);
@@ -68,7 +62,7 @@ export function sessionLeaseService(store: SessionLeaseStore): ServiceImpl<typeo
       if (r.outcome === "lost") {
         throw new ConnectError(`the lease on session ${JSON.stringify(sessionId)} is lost: ${LOSS[r.why]}`, Code.FailedPrecondition);
       }
-      return { lease: wireLease(sessionId, r.hold) };
+      return leaseAnswer(sessionId, r.hold);
     },
     async release(req) {
       const { sessionId, owner, token } = requireLease(req.lease);
