@@ -1,5 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { LeaseResponseSchema } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
 import { AppendResponseSchema } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { preEncoded, stringAnswer } from "../../services/rpc/encoded-answer.js";
@@ -44,6 +45,16 @@ describe("answers written by the wire writer (issue 11: Renew and Append answers
       const wire = preEncoded(stringAnswer(AppendResponseSchema, 1, cursor)) ?? Buffer.alloc(0);
       expect(Buffer.compare(wire, Buffer.from(toBinary(AppendResponseSchema, create(AppendResponseSchema, { cursor })))), `cursor of ${cursor.length}`).toBe(0);
       expect(fromBinary(AppendResponseSchema, wire).cursor).toBe(cursor);
+    }
+  });
+
+  test("varints of numbers and bigints up to their limits (2^53 - 1 and 2^64 - 1) are what protobuf-es's BinaryWriter writes", () => {
+    const values: Array<number | bigint> = [1, 127, 128, 2 ** 31 - 1, 2 ** 31, 2 ** 32, 2 ** 32 + 5, 2 ** 40 + 3, 2 ** 53 - 1, 2n ** 32n, 2n ** 64n - 1n];
+    for (const n of values) {
+      const w = new WireWriter(WireWriter.varintFieldBytes(n));
+      w.varintField(1, n);
+      const expected = new BinaryWriter().tag(1, WireType.Varint).uint64(n).finish();
+      expect(Buffer.compare(w.finish(), Buffer.from(expected)), `varint of ${n}`).toBe(0);
     }
   });
 
