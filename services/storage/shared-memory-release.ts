@@ -1,32 +1,48 @@
 import { v8Collector } from "./v8-collector.js";
 
-/** Milliseconds between the first view let go and the collection that frees it. */
+/** Milliseconds between the first view let go and the young-generation collection that frees it. */
 const COLLECT_AFTER_MS = 100;
+
+/** Milliseconds without a view let go before the full collection that frees views the young collections missed. */
+const QUIET_MS = 1000;
 
 /**
  * For a worker thread handed views of shared memory (SharedArrayBuffer: the
  * payload of a large gRPC request, server/grpc-message-joiner.ts): returns a
- * function that schedules one collection of this thread's heap, so that the
- * views it dropped stop holding that memory. A SharedArrayBuffer lives while
- * any thread still has an object pointing at it, until that thread's
- * collector frees the object; the projection worker and the SQLite writer
- * allocate so little that they hardly ever collect, and without this every
- * 64 MiB Save could stay in memory (16 Saves with the projection worker's
- * views kept: 715 MiB, against 192 MiB). The collection runs
- * {@link COLLECT_AFTER_MS} after the first call, and the calls meanwhile
- * share it (a 64 MiB Save is 64 staged chunks: one or a few collections,
- * not 64). It is a major one, started asynchronously (concurrent marking:
- * well under a millisecond of this thread's time on these small heaps).
+ * function to call when the thread lets go of such views, so that they stop
+ * holding that memory. A SharedArrayBuffer lives while any thread still has
+ * an object pointing at it, until that thread's collector frees the object;
+ * the projection worker and the SQLite writer allocate so little that they
+ * hardly ever collect, and without this every 64 MiB Save could stay in
+ * memory (16 Saves with the projection worker's views kept: 715 MiB,
+ * against 192 MiB).
+ *
+ * - {@link COLLECT_AFTER_MS} after the first call, one young-generation
+ *   collection (the calls meanwhile share it; a 64 MiB Save is many staged
+ *   chunks: one or a few collections, not one per chunk). The views are
+ *   young objects, so it frees them: about 1 ms of this thread's time. A
+ *   full collection, which this ran before, is 5–20 ms on the SQLite
+ *   writer (its async start still ends in a pause of the thread), and every
+ *   Renew or Append waiting for the writer waited for it. SQLite Renew p99
+ *   beside a loop of 64 MiB Saves, paired 8 s runs: 18–21 ms with full
+ *   collections, 14–15 ms with young ones in three of four pairs; later, on
+ *   a slower disk, 26–30 against 23–29 ms (issue 11, bench/RESULTS.md).
+ * - {@link QUIET_MS} after the last call, one full collection, started
+ *   asynchronously: it frees the views a young collection found still in
+ *   use and moved to the old generation, once large writes have stopped.
  */
 export function sharedMemoryReleaser(): () => void {
   const collect = v8Collector();
   let scheduled = false;
+  let quiet: NodeJS.Timeout | undefined;
   return () => {
+    clearTimeout(quiet);
+    quiet = setTimeout(() => void collect({ type: "major", execution: "async" }), QUIET_MS).unref();
     if (scheduled) return;
     scheduled = true;
     setTimeout(() => {
       scheduled = false;
-      void collect({ type: "major", execution: "async" });
+      void collect({ type: "minor" });
     }, COLLECT_AFTER_MS);
   };
 }
