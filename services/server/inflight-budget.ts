@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Gauge } from "prom-client";
-import type { MemoryTrimmer } from "./memory-trim.js";
+import type { CallActivity, MemoryTrimmer } from "./memory-trim.js";
 
 /**
  * Requests and answers up to this many bytes may take budget past callers
@@ -26,11 +26,15 @@ export const HELD_COPIES = 3;
  * first served), then fails with RESOURCE_EXHAUSTED; bytes larger than the
  * whole budget fail at once. `onIdle.trimmer` is scheduled whenever the
  * budget empties after holding at least `onIdle.afterBytes` (the server
- * trims its memory then), and cancelled when a message larger than
- * {@link SMALL_CALL_BYTES} takes budget again before it ran.
+ * trims its memory at the first idle moment after that, which the trimmer
+ * tells from {@link used} and {@link takes}), and cancelled when a message
+ * larger than {@link SMALL_CALL_BYTES} takes budget again before it ran.
  */
-export class InflightBudget {
+export class InflightBudget implements CallActivity {
   private usedBytes = 0;
+  private takeCount = 0;
+  /** Most bytes charged at once since the budget last emptied with a trim scheduled. */
+  private highWater = 0;
   private readonly waiting: Array<{ bytes: number; grant: () => void }> = [];
 
   /**
@@ -41,8 +45,6 @@ export class InflightBudget {
    *   holding at least `afterBytes` (charged) since the last time, and
    *   cancelled when a large message takes budget again.
    */
-  private highWater = 0;
-
   constructor(
     readonly limitBytes: number,
     readonly waitMs: number,
@@ -53,6 +55,11 @@ export class InflightBudget {
   /** Bytes charged now (message bytes × {@link HELD_COPIES}). */
   get used(): number {
     return this.usedBytes;
+  }
+
+  /** Times bytes were taken since the budget was made (every call takes some for its request): the trimmer's sign of activity. */
+  get takes(): number {
+    return this.takeCount;
   }
 
   /**
@@ -116,13 +123,14 @@ export class InflightBudget {
     this.grantWaiting();
     if (this.usedBytes === 0 && this.onIdle !== undefined && this.highWater >= this.onIdle.afterBytes) {
       this.highWater = 0;
-      this.onIdle.trimmer.schedule();
+      this.onIdle.trimmer.schedule(this);
     }
   }
 
   private add(charge: number): void {
     // A large message taking budget: a burst goes on, so the idle trim waits.
     if (charge > SMALL_CALL_BYTES * HELD_COPIES) this.onIdle?.trimmer.cancel();
+    if (charge > 0) this.takeCount++;
     this.usedBytes += charge;
     this.highWater = Math.max(this.highWater, this.usedBytes);
     this.gauge?.set(this.usedBytes);

@@ -54,7 +54,7 @@ const same = (a: Uint8Array | undefined, b: Uint8Array) => a !== undefined && Bu
 async function rssGrowthOverLargeCalls(server: ServerProcess, rounds: number): Promise<{ saves: number; loads: number }> {
   const sessions = grpcClient(SessionStoreService, server.address);
   const big = sessnap({ id: "rss", title: "large", messages: [{ role: "user", text: "x".repeat(48 * MiB) }] });
-  // RSS once the server has been idle for a while: garbage is collected then (memory-trim.ts, 0.5 s after the last large call).
+  // RSS once the server has been idle for a while: garbage is collected then (memory-trim.ts, at the first 100 ms without calls from 0.5 s after the last large call).
   const settled = async () => {
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     return rssBytes(server.proc.pid!);
