@@ -105,7 +105,9 @@ function accept(msg: Message): void {
   else queue.push(...msg.requests);
 }
 
-const releaseSharedMemory = sharedMemoryReleaser();
+/** Batches answered so far: the writer's full collection waits for a moment without any (shared-memory-release.ts). */
+let batches = 0;
+const releaseSharedMemory = sharedMemoryReleaser({ activity: () => batches });
 
 port.on("message", (msg: Message) => {
   accept(msg);
@@ -149,6 +151,7 @@ function drain(): void {
   scheduled = false;
   for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port)) accept(m.message as Message);
   const batch = queue.splice(0);
+  if (batch.length > 0) batches++;
   const large = batch.filter((r) => ops[r.op]?.large === true);
   let writes = 0;
   for (const part of [large.length === 0 ? batch : batch.filter((r) => ops[r.op]?.large !== true), large]) {
