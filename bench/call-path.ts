@@ -11,7 +11,7 @@
  *    process that syncs (the server on SQLite, redis-server on Redis),
  *    counted by `perf stat` during the Append case (bench/lib/fsync-count.ts).
  * 4. Renew p99 while 64 MiB Saves run in a loop, while 64 MiB Loads run in
- *    a loop (each from a worker thread, bench/lib/large-call-loop.ts; the
+ *    a loop (each from a child process, bench/lib/large-call-loop.ts; the
  *    snapshot the Loads read is saved once per server before any slice),
  *    and without them: one Renew sent every 5 ms (an open loop, latency from
  *    the moment it was due; see renewOpenLoop). The floor runs the same

@@ -1,10 +1,16 @@
 /**
- * A loop of large calls (Saves, or Loads of one large snapshot) in a worker
- * thread of the benchmark process, so that encoding, sending and decoding
- * 64 MiB does not stall the event loop that measures the small calls beside
- * it (issue 11, "big snapshots that don't stall small calls").
+ * A loop of large calls (Saves, or Loads of one large snapshot) in a child
+ * process of the benchmark, so that encoding, sending and decoding 64 MiB
+ * does not stall the event loop that measures the small calls beside it
+ * (issue 11, "big snapshots that don't stall small calls"). A process, not a
+ * worker thread: a worker shares its process's garbage-collection helper
+ * threads, and its collections of 64 MiB messages held the measuring
+ * thread's own young-generation collections for 10-20 ms (GC observer in
+ * both, bench/RESULTS.md), which the Renews measured beside them, and the
+ * ones measured just after, were charged with.
  */
-import { Worker, isMainThread, parentPort, workerData } from "node:worker_threads";
+import { fork } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { rawGrpcClient, rawUnary } from "../../test/helpers/raw-grpc.js";
 import { connectFloor } from "./floor.js";
@@ -45,23 +51,38 @@ export async function saveLoadedSnapshot(address: string, bytes: number): Promis
  * is a `Sink` of `bytes` bytes, a Load a `Source` of `bytes` bytes.
  */
 export function startLargeCallLoop(address: string, bytes: number, call: LargeCall, floor = false): LargeCallLoop {
-  const worker = new Worker(new URL(import.meta.url), { workerData: { address, bytes, call, floor } });
+  const child = fork(fileURLToPath(import.meta.url), [JSON.stringify({ address, bytes, call, floor } satisfies LoopSettings)], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const done = new Promise<number>((resolve, reject) => {
-    worker.on("message", (m: { calls?: number }) => {
+    child.on("message", (m: { calls?: number }) => {
       if (m.calls !== undefined) resolve(m.calls);
     });
-    worker.once("error", reject);
+    child.once("error", reject);
+    child.once("exit", (code) => reject(new Error(`the large-call loop exited with code ${code} before reporting`)));
   });
-  const started = new Promise<void>((resolve) => worker.once("message", () => resolve()));
+  done.catch(() => undefined);
+  const started = new Promise<void>((resolve, reject) => {
+    child.once("message", () => resolve());
+    child.once("exit", (code) => reject(new Error(`the large-call loop exited with code ${code} before starting`)));
+  });
   return {
     started,
     async stop() {
-      worker.postMessage("stop");
+      child.send("stop");
       const calls = await done;
-      await worker.terminate();
+      child.disconnect();
+      await exited;
       return calls;
     },
   };
+}
+
+/** What the loop's process is started with (its one argument, as JSON). */
+interface LoopSettings {
+  address: string;
+  bytes: number;
+  call: LargeCall;
+  floor: boolean;
 }
 
 /** The driver's large call: a Save of `bytes` payload bytes, or a Load of the snapshot {@link saveLoadedSnapshot} saved. */
@@ -78,17 +99,17 @@ function floorCalls(address: string, bytes: number, call: LargeCall): { client: 
   return { client, once: call === "save" ? () => client.sink(Buffer.alloc(bytes, 0x61)) : () => client.source(bytes) };
 }
 
-if (!isMainThread && (workerData as { bytes?: number })?.bytes !== undefined) {
-  const { address, bytes, call, floor } = workerData as { address: string; bytes: number; call: LargeCall; floor: boolean };
+if (process.send !== undefined && process.argv[1] === fileURLToPath(import.meta.url)) {
+  const { address, bytes, call, floor } = JSON.parse(process.argv[2]!) as LoopSettings;
   const { client, once } = floor ? floorCalls(address, bytes, call) : driverCalls(address, bytes, call);
   let stopping = false;
-  parentPort!.on("message", () => (stopping = true));
+  process.on("message", () => (stopping = true));
   let calls = 0;
-  parentPort!.postMessage({ started: true });
+  process.send({ started: true });
   while (!stopping) {
     await once();
     calls++;
   }
   client.close();
-  parentPort!.postMessage({ calls });
+  process.send({ calls }, () => process.exit(0));
 }
