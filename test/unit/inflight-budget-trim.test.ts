@@ -1,4 +1,4 @@
-import { describe, expect, test, vi } from "vitest";
+import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
 import { HELD_COPIES, InflightBudget, SMALL_CALL_BYTES } from "../../services/server/inflight-budget.js";
 import { IDLE_WINDOW_MS, memoryTrimmer, TRIM_DELAY_MS, type MemoryTrimmer } from "../../services/server/memory-trim.js";
 import { sparePayloadMemory } from "../../common/spare-payload-memory.js";
@@ -50,63 +50,66 @@ describe("in-flight budget and the idle memory trim (issue 10 deliverable 3; iss
 
 describe("the idle memory trim waits for an idle moment (issue 11: a forced full collection is a 10-40 ms pause of every call in flight or arriving)", () => {
   const MiB = 1024 * 1024;
-  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-  /** Waits (up to 5 s, for a busy machine) until the trim has collected `n` times in all. */
-  const collected = (collections: number[], n: number) => vi.waitFor(() => expect(collections).toHaveLength(n), { timeout: 5_000, interval: 20 });
+  // The trimmer's timers and clock are faked, so that a busy test machine cannot stretch a window.
+  beforeEach(() => void vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] }));
+  afterEach(() => void vi.useRealTimers());
+  const pass = (ms: number) => vi.advanceTimersByTimeAsync(ms);
 
-  /** A real budget with a real trimmer whose collector only counts its runs, after one 64 MiB call has come and gone. */
+  /** A real budget with a real trimmer whose collector records when it ran (performance.now()), after one 64 MiB call has come and gone. */
   function afterBurst() {
     const collections: number[] = [];
-    const started = performance.now();
-    const budget = new InflightBudget(1024 * MiB, 100, undefined, { afterBytes: MiB, trimmer: memoryTrimmer(() => void collections.push(performance.now() - started)) });
+    const budget = new InflightBudget(1024 * MiB, 100, undefined, { afterBytes: MiB, trimmer: memoryTrimmer(() => void collections.push(performance.now())) });
     expect(budget.tryTake(64 * MiB)).toBe(true);
     budget.release(64 * MiB);
-    return { budget, collections };
+    return { budget, collections, emptied: performance.now() };
   }
 
   test("an idle process collects once, TRIM_DELAY_MS after the burst, and lets the spare memory go", async () => {
     sparePayloadMemory.giveBack(sparePayloadMemory.take(1024).buffer);
     expect(sparePayloadMemory.heldBytes).toBeGreaterThan(0);
-    const { collections } = afterBurst();
-    await collected(collections, 1);
-    expect(collections[0]).toBeGreaterThanOrEqual(TRIM_DELAY_MS - 5);
-    await sleep(3 * IDLE_WINDOW_MS);
-    expect(collections).toHaveLength(1);
+    const { collections, emptied } = afterBurst();
+    await pass(TRIM_DELAY_MS - 1);
+    expect(collections).toHaveLength(0);
+    await pass(1);
+    expect(collections).toEqual([emptied + TRIM_DELAY_MS]);
     expect(sparePayloadMemory.heldBytes).toBe(0);
+    await pass(10 * IDLE_WINDOW_MS);
+    expect(collections).toHaveLength(1);
   });
 
   test("a call in flight holds the collection back until it ends and a window passes without calls", async () => {
     const { budget, collections } = afterBurst();
     expect(budget.tryTake(100)).toBe(true);
-    await sleep(TRIM_DELAY_MS + 3 * IDLE_WINDOW_MS);
+    await pass(TRIM_DELAY_MS + 10 * IDLE_WINDOW_MS);
     expect(collections).toHaveLength(0);
     budget.release(100);
-    await collected(collections, 1);
+    await pass(IDLE_WINDOW_MS);
+    expect(collections).toHaveLength(1);
   });
 
-  test("small calls arriving every 20 ms, each over in 2 ms, hold it back until they stop", async () => {
+  test("small calls arriving every 20 ms, each over in 2 ms, hold it back until they stop; it runs a whole window after the last", async () => {
     const { budget, collections } = afterBurst();
-    const calls = async (ms: number) => {
-      for (const end = performance.now() + ms; performance.now() < end; ) {
-        expect(budget.tryTake(100)).toBe(true);
-        await sleep(2);
-        budget.release(100);
-        await sleep(18);
-      }
-    };
-    await calls(TRIM_DELAY_MS + 5 * IDLE_WINDOW_MS);
+    let lastCall = 0;
+    for (let t = 0; t < TRIM_DELAY_MS + 10 * IDLE_WINDOW_MS; t += 20) {
+      expect(budget.tryTake(100)).toBe(true);
+      lastCall = performance.now();
+      await pass(2);
+      budget.release(100);
+      await pass(18);
+    }
     expect(collections).toHaveLength(0);
-    const stopped = performance.now();
-    await collected(collections, 1);
-    expect(performance.now() - stopped).toBeGreaterThanOrEqual(IDLE_WINDOW_MS - 5);
+    await pass(2 * IDLE_WINDOW_MS);
+    expect(collections).toHaveLength(1);
+    expect(collections[0]! - lastCall).toBeGreaterThanOrEqual(IDLE_WINDOW_MS);
   });
 
   test("a large call cancels it for good; the next burst's end schedules it again", async () => {
     const { budget, collections } = afterBurst();
     expect(budget.tryTake(8 * MiB)).toBe(true);
-    await sleep(TRIM_DELAY_MS + 3 * IDLE_WINDOW_MS);
+    await pass(TRIM_DELAY_MS + 10 * IDLE_WINDOW_MS);
     expect(collections).toHaveLength(0);
     budget.release(8 * MiB);
-    await collected(collections, 1);
+    await pass(TRIM_DELAY_MS);
+    expect(collections).toHaveLength(1);
   });
 });

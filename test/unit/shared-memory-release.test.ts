@@ -1,4 +1,4 @@
-import { describe, expect, test, vi } from "vitest";
+import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
 import { COLLECT_AFTER_MS, IDLE_WINDOW_MS, QUIET_MS, sharedMemoryReleaser } from "../../services/storage/shared-memory-release.js";
 
 /**
@@ -9,24 +9,30 @@ import { COLLECT_AFTER_MS, IDLE_WINDOW_MS, QUIET_MS, sharedMemoryReleaser } from
  * for it.
  */
 describe("shared-memory release: a young collection soon, a full one when the thread is idle (issue 11)", () => {
-  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  // Timers and clock faked, so that a busy test machine cannot stretch a window.
+  beforeEach(() => void vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] }));
+  afterEach(() => void vi.useRealTimers());
+  const pass = (ms: number) => vi.advanceTimersByTimeAsync(ms);
 
+  /** A collector that records each run's type and time (performance.now()). */
   function recorder() {
-    const started = performance.now();
     const runs: Array<{ type: string | undefined; at: number }> = [];
-    return { runs, collect: (o?: { type?: string }) => void runs.push({ type: o?.type, at: performance.now() - started }) };
+    return { runs, collect: (o?: { type?: string }) => void runs.push({ type: o?.type, at: performance.now() }) };
   }
-  const majors = (runs: Array<{ type: string | undefined }>) => runs.filter((r) => r.type === "major").length;
+  const majors = (runs: Array<{ type: string | undefined }>) => runs.filter((r) => r.type === "major");
 
-  test("without an activity count: one young collection after COLLECT_AFTER_MS, one full one QUIET_MS after the last call", async () => {
+  test("without an activity count: one young collection COLLECT_AFTER_MS after the first call, one full one QUIET_MS after the last", async () => {
     const { runs, collect } = recorder();
     const release = sharedMemoryReleaser({ collect });
+    const first = performance.now();
     release();
+    await pass(50);
     release();
-    await vi.waitFor(() => expect(majors(runs)).toBe(1), { timeout: 5_000, interval: 20 });
-    expect(runs.map((r) => r.type)).toEqual(["minor", "major"]);
-    expect(runs[0]!.at).toBeGreaterThanOrEqual(COLLECT_AFTER_MS - 5);
-    expect(runs[1]!.at).toBeGreaterThanOrEqual(QUIET_MS - 5);
+    await pass(QUIET_MS + 10 * IDLE_WINDOW_MS);
+    expect(runs).toEqual([
+      { type: "minor", at: first + COLLECT_AFTER_MS },
+      { type: "major", at: first + 50 + QUIET_MS },
+    ]);
   });
 
   test("the full collection waits while the thread keeps working, and runs once a window passes without work", async () => {
@@ -34,27 +40,31 @@ describe("shared-memory release: a young collection soon, a full one when the th
     let work = 0;
     const release = sharedMemoryReleaser({ activity: () => work, collect });
     release();
-    const busyUntil = performance.now() + QUIET_MS + 4 * IDLE_WINDOW_MS;
-    while (performance.now() < busyUntil) {
+    let lastWork = 0;
+    for (let t = 0; t < QUIET_MS + 10 * IDLE_WINDOW_MS; t += 20) {
       work++;
-      await sleep(20);
+      lastWork = performance.now();
+      await pass(20);
     }
-    expect(majors(runs)).toBe(0);
-    const stopped = performance.now();
-    await vi.waitFor(() => expect(majors(runs)).toBe(1), { timeout: 5_000, interval: 20 });
-    expect(performance.now() - stopped).toBeGreaterThanOrEqual(IDLE_WINDOW_MS - 5);
+    expect(majors(runs)).toHaveLength(0);
+    await pass(2 * IDLE_WINDOW_MS);
+    expect(majors(runs)).toHaveLength(1);
+    expect(majors(runs)[0]!.at - lastWork).toBeGreaterThanOrEqual(IDLE_WINDOW_MS);
   });
 
   test("a thread that never rests collects anyway once the wait limit has passed", async () => {
     const { runs, collect } = recorder();
     let work = 0;
-    const release = sharedMemoryReleaser({ activity: () => work, collect, waitLimitMs: QUIET_MS + 3 * IDLE_WINDOW_MS });
+    const limit = QUIET_MS + 5 * IDLE_WINDOW_MS;
+    const release = sharedMemoryReleaser({ activity: () => work, collect, waitLimitMs: limit });
+    const first = performance.now();
     release();
-    const busyUntil = performance.now() + QUIET_MS + 10 * IDLE_WINDOW_MS;
-    while (performance.now() < busyUntil && majors(runs) === 0) {
+    for (let t = 0; t < limit + 10 * IDLE_WINDOW_MS; t += 20) {
       work++;
-      await sleep(20);
+      await pass(20);
     }
-    expect(majors(runs)).toBe(1);
+    expect(majors(runs)).toHaveLength(1);
+    expect(majors(runs)[0]!.at - first).toBeGreaterThanOrEqual(limit);
+    expect(majors(runs)[0]!.at - first).toBeLessThanOrEqual(limit + IDLE_WINDOW_MS);
   });
 });
