@@ -41,8 +41,9 @@ export interface MemoryTrimmer {
  * calls left behind are freed and memory returns towards the baseline while
  * the process is idle (issue 10 deliverable 3); without it V8 keeps them
  * until the next allocation pressure. The spare memory kept for large Loads
- * and requests (common/spare-payload-memory.ts) is let go first.
+ * and requests (common/spare-payload-memory.ts) is let go too.
  *
+ * The spare memory is let go {@link TRIM_DELAY_MS} after the budget emptied.
  * The collection is a pause of the main thread: 10–40 ms, the marking of the
  * whole heap in one go (a forced collection is never incremental). So it
  * runs only when no call is in flight and none has arrived for
@@ -61,10 +62,10 @@ export function memoryTrimmer(collect: Collector = v8Collector()): MemoryTrimmer
   let timer: NodeJS.Timeout | undefined;
   const lookAfter = (ms: number, activity: CallActivity, takes: number) => {
     timer = setTimeout(() => {
-      if (activity.used > 0 || activity.takes !== takes) return lookAfter(IDLE_WINDOW_MS, activity, activity.takes);
-      timer = undefined;
       sparePayloadMemory.drop();
       spareRequestMemory.drop();
+      if (activity.used > 0 || activity.takes !== takes) return lookAfter(IDLE_WINDOW_MS, activity, activity.takes);
+      timer = undefined;
       void collect();
     }, ms).unref();
   };

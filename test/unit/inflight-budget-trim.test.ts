@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
 import { HELD_COPIES, InflightBudget, SMALL_CALL_BYTES } from "../../services/server/inflight-budget.js";
 import { IDLE_WINDOW_MS, memoryTrimmer, TRIM_DELAY_MS, type MemoryTrimmer } from "../../services/server/memory-trim.js";
-import { sparePayloadMemory } from "../../common/spare-payload-memory.js";
+import { sparePayloadMemory, spareRequestMemory } from "../../common/spare-payload-memory.js";
 
 /** A trimmer that records what the budget asked of it. */
 function recordingTrimmer(): MemoryTrimmer & { calls: string[] } {
@@ -77,10 +77,14 @@ describe("the idle memory trim waits for an idle moment (issue 11: a forced full
     expect(collections).toHaveLength(1);
   });
 
-  test("a call in flight holds the collection back until it ends and a window passes without calls", async () => {
+  test("a call in flight holds the collection back until it ends and a window passes without calls; the spare memory goes at TRIM_DELAY_MS all the same", async () => {
     const { budget, collections } = afterBurst();
+    spareRequestMemory.giveBack(spareRequestMemory.take(1024).buffer);
+    expect(spareRequestMemory.heldBytes).toBeGreaterThan(0);
     expect(budget.tryTake(100)).toBe(true);
-    await pass(TRIM_DELAY_MS + 10 * IDLE_WINDOW_MS);
+    await pass(TRIM_DELAY_MS);
+    expect(spareRequestMemory.heldBytes).toBe(0);
+    await pass(10 * IDLE_WINDOW_MS);
     expect(collections).toHaveLength(0);
     budget.release(100);
     await pass(IDLE_WINDOW_MS);
