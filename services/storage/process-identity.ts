@@ -1,15 +1,17 @@
 import { readFileSync } from "node:fs";
 
 /**
- * The start time of process `pid` in clock ticks since boot (field 22 of
- * `/proc/<pid>/stat`), or undefined when it cannot be read (no such process,
- * or no /proc).
+ * What `/proc/<pid>/stat` says of process `pid`: its state (field 3: `R`,
+ * `S`, `Z` for a zombie, ...) and its start time in clock ticks since boot
+ * (field 22), or undefined when it cannot be read (no such process, or no
+ * /proc).
  */
-function startTicks(pid: number): string | undefined {
+function procStat(pid: number): { state: string; start: string } | undefined {
   try {
     // The command name (field 2) is in parentheses and may hold spaces: count fields after its closing one.
     const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return { state: fields[0]!, start: fields[19]! };
   } catch {
     return undefined;
   }
@@ -23,7 +25,7 @@ function startTicks(pid: number): string | undefined {
  * process can tell whether the one that started it is gone.
  */
 export function processIdentity(pid = process.pid): string {
-  const start = startTicks(pid);
+  const start = procStat(pid)?.start;
   return start === undefined ? String(pid) : `${pid}:${start}`;
 }
 
@@ -31,13 +33,19 @@ export function processIdentity(pid = process.pid): string {
  * Whether the process named by `identity` ({@link processIdentity}) still
  * runs on this host. A process id now used by another process (a restart in
  * a container reuses pid 1) counts as gone when its start time differs.
+ * A process that has exited but not yet been reaped by its parent (a
+ * zombie, as a server killed a moment ago often still is when its
+ * replacement starts) is gone: it runs no more code and holds no file locks.
  * Without /proc, only whether the pid exists is known. A process in another
  * PID namespace (another container sharing the file) looks gone.
  */
 export function processAlive(identity: string): boolean {
   const pid = Number(identity.split(":")[0]);
   if (!Number.isSafeInteger(pid) || pid <= 0) return false;
-  if (identity.includes(":")) return processIdentity(pid) === identity;
+  if (identity.includes(":")) {
+    const stat = procStat(pid);
+    return stat !== undefined && stat.state !== "Z" && stat.state !== "X" && `${pid}:${stat.start}` === identity;
+  }
   try {
     process.kill(pid, 0);
     return true;
