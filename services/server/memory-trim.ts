@@ -12,6 +12,12 @@ export const TRIM_DELAY_MS = 500;
 export const IDLE_WINDOW_MS = 100;
 
 /**
+ * Longest the full collection waits for an idle moment, in milliseconds
+ * after {@link TRIM_DELAY_MS}: then it runs anyway, once per burst.
+ */
+export const TRIM_WAIT_LIMIT_MS = 5000;
+
+/**
  * The traffic the trimmer watches (the in-flight budget, inflight-budget.ts):
  * every call takes budget for its request as it arrives.
  */
@@ -51,8 +57,12 @@ export interface MemoryTrimmer {
  * budget emptied): run while small calls kept coming, as it was before, it
  * was the slowest moment of a steady stream of Renews after a burst (Renew
  * p99 25–47 ms instead of 4 ms on Redis, issue 11, bench/RESULTS.md). A
- * process that is never idle that long is not trimmed: V8 collects those
- * buffers itself as the calls allocate. A large call arriving meanwhile
+ * process that is never idle that long collects anyway
+ * {@link TRIM_WAIT_LIMIT_MS} later: its small calls allocate too little for
+ * V8 to free those buffers soon (a fresh-eyes run kept 630–860 MiB of RSS
+ * after bursts of 64 MiB Saves while a call came every 20 ms, 140 MiB once
+ * they stopped), so one pause per burst is the price of memory coming
+ * back. A large call arriving meanwhile
  * cancels the trim (inflight-budget.ts): a full collection in the middle of
  * the next large Save stalled the small calls beside it (issue 11).
  *
@@ -60,11 +70,12 @@ export interface MemoryTrimmer {
  */
 export function memoryTrimmer(collect: Collector = v8Collector()): MemoryTrimmer {
   let timer: NodeJS.Timeout | undefined;
-  const lookAfter = (ms: number, activity: CallActivity, takes: number) => {
+  const lookAfter = (ms: number, activity: CallActivity, takes: number, until: number) => {
     timer = setTimeout(() => {
       sparePayloadMemory.drop();
       spareRequestMemory.drop();
-      if (activity.used > 0 || activity.takes !== takes) return lookAfter(IDLE_WINDOW_MS, activity, activity.takes);
+      const busy = activity.used > 0 || activity.takes !== takes;
+      if (busy && performance.now() < until) return lookAfter(IDLE_WINDOW_MS, activity, activity.takes, until);
       timer = undefined;
       void collect();
     }, ms).unref();
@@ -72,7 +83,7 @@ export function memoryTrimmer(collect: Collector = v8Collector()): MemoryTrimmer
   return {
     schedule(activity) {
       clearTimeout(timer);
-      lookAfter(TRIM_DELAY_MS, activity, activity.takes);
+      lookAfter(TRIM_DELAY_MS, activity, activity.takes, performance.now() + TRIM_DELAY_MS + TRIM_WAIT_LIMIT_MS);
     },
     cancel() {
       clearTimeout(timer);

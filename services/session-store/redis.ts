@@ -5,7 +5,9 @@ import type { RedisKeys } from "../storage/redis-keys.js";
 import { RedisOperations } from "../storage/redis-operation.js";
 import { ProjectionRun, type ProjectionSource } from "./projection-source.js";
 import { DELETE_PROJECTED, RedisSessionMetadata } from "./redis-metadata.js";
-import { readSnapshot, saveSnapshot } from "./redis-payload.js";
+import { INLINE_PAYLOAD_BYTES, readSnapshot, saveSnapshot } from "./redis-payload.js";
+import { LargeWriteLine } from "../storage/large-write-line.js";
+import { StoreFailure } from "../storage/store-failure.js";
 import type { LineageAnswer, LineageQuery, MetadataPageAnswer, MetadataPageQuery, SessionStore, StoredSessionInfo, StoredSnapshot } from "./store.js";
 
 function toBuffer(bytes: Uint8Array): Buffer {
@@ -35,6 +37,8 @@ async function* sessionsOf(entries: AsyncIterable<ScoredMember>): AsyncGenerator
  */
 export class RedisSessionStore implements SessionStore {
   private readonly ops: RedisOperations;
+  /** The large Saves of this process, staged one at a time. */
+  private readonly line = new LargeWriteLine();
   private readonly meta: RedisSessionMetadata;
 
   /** @param storeTimeoutMs `--store-timeout` in milliseconds. */
@@ -56,7 +60,10 @@ export class RedisSessionStore implements SessionStore {
    * Save or Create in one operation: the projection is started first (on
    * the projection worker for a payload the service hands there; issue 12);
    * a payload over 1 MiB is staged in chunks meanwhile (redis-payload.ts),
-   * the staging stopping at the next chunk if the projection fails; then,
+   * the staging stopping at the next chunk if the projection fails, one
+   * such Save of this process at a time, in arrival order, its wait counted
+   * in its `--store-timeout` ({@link LargeWriteLine}: when several staged at
+   * once, a burst that could not all be staged in time failed whole); then,
    * once the projection is done, one recorded script writes the snapshot
    * (publishing the chunks), its List entry, metadata row and lineage
    * records together. A projection that fails is the answer, even when the
@@ -71,7 +78,11 @@ export class RedisSessionStore implements SessionStore {
       const op = this.ops.begin();
       const write = projected.then((projection) => this.meta.write(config, sessionId, projection, op.id));
       const payload = toBuffer(snapshot.payload);
-      return (await saveSnapshot(op, this.ops, this.keys, write, { sessionId, format: snapshot.format, payload, mode }, () => run.throwIfFailed())) === 1;
+      const saved = () => saveSnapshot(op, this.ops, this.keys, write, { sessionId, format: snapshot.format, payload, mode }, () => run.throwIfFailed());
+      if (payload.byteLength <= INLINE_PAYLOAD_BYTES) return (await saved()) === 1;
+      const late = (ahead: number) =>
+        new StoreFailure("unreachable", `Redis did not take this Save's ${payload.byteLength} bytes within ${this.ops.timeoutMs} ms (--store-timeout): it waited behind ${ahead} larger Saves of this server staging one at a time; nothing was written`);
+      return (await this.line.run(op.remainingMs(), saved, late)) === 1;
     } catch (err) {
       await projected;
       throw err;

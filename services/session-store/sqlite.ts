@@ -2,6 +2,7 @@ import { indexScan, keysetScan, type IndexScan } from "../storage/index-scan.js"
 import type { SqliteDatabase } from "../storage/sqlite-database.js";
 import { processIdentity } from "../storage/process-identity.js";
 import { StoreFailure } from "../storage/store-failure.js";
+import { LargeWriteLine } from "../storage/large-write-line.js";
 import { ProjectionRun, type ProjectionSource } from "./projection-source.js";
 import { CHUNK_BYTES, STAGE_BYTES } from "./sqlite-blobs.js";
 import type { PutResult } from "./sqlite-ops.js";
@@ -27,6 +28,9 @@ const OWNER = processIdentity();
  * {@link ProjectionSource}).
  */
 export class SqliteSessionStore implements SessionStore {
+  /** The large Saves of this process, staged one at a time. */
+  private readonly line = new LargeWriteLine();
+
   constructor(private readonly db: SqliteDatabase) {}
 
   /** Nothing to do: the schema migration (metadata backfill included) ran when the database was opened. */
@@ -74,29 +78,35 @@ export class SqliteSessionStore implements SessionStore {
    * Stages `payload` as a new blob, one chunk per write; answers its id.
    * `run` is started once the worker has the first chunk, and checked
    * before every later chunk: its failure gives the staging up and is
-   * thrown. The staging as a whole has one `--store-timeout`, as a Redis
+   * thrown. Large Saves of this process stage one at a time, in arrival
+   * order ({@link LargeWriteLine}): when several staged at once, a burst that
+   * could not all be staged in time failed whole. The staging as a whole,
+   * its wait in that line included, has one `--store-timeout`, as a Redis
    * operation has (storage/redis-operation.ts), not one per chunk: a
    * staging still unfinished when it has passed (another process holding
    * the write lock again and again, say) is given up before its next chunk,
    * so a Save is never published long after its caller was told it failed.
    *
    * @throws StoreFailure `unreachable` (UNAVAILABLE, nothing written) when the
-   *   staging outlasts `--store-timeout`; any failure of a chunk's write.
+   *   staging outlasts `--store-timeout` or its turn does not come within
+   *   it; any failure of a chunk's write.
    */
-  private async stage(payload: Uint8Array, run: ProjectionRun): Promise<number> {
+  private stage(payload: Uint8Array, run: ProjectionRun): Promise<number> {
     const deadline = performance.now() + this.db.storeTimeoutMs;
+    const late = (staged: string) =>
+      new StoreFailure("unreachable", `the SQLite database did not stage this Save's ${payload.byteLength} bytes within ${this.db.storeTimeoutMs} ms (--store-timeout; ${staged}); nothing was written`);
+    return this.line.run(deadline - performance.now(), () => this.stageChunks(payload, run, deadline, late), (ahead) => late(`it waited behind ${ahead} larger Saves of this server staging one at a time`));
+  }
+
+  /** {@link stage}'s writes, once its turn has come: the blob, then its chunks, until `deadline` (performance.now() milliseconds). */
+  private async stageChunks(payload: Uint8Array, run: ProjectionRun, deadline: number, late: (staged: string) => StoreFailure): Promise<number> {
     const blobId = await this.db.call("session.stage", { owner: OWNER });
     // Shared memory (a large gRPC request, grpc-message-joiner.ts) reaches the worker as is; other memory is copied into a buffer of its own that moves there.
     const shared = payload.buffer instanceof SharedArrayBuffer;
     try {
       for (let seq = 0, at = 0; at < payload.byteLength; seq++, at += CHUNK_BYTES) {
         if (seq > 0) run.throwIfFailed();
-        if (performance.now() > deadline) {
-          throw new StoreFailure(
-            "unreachable",
-            `the SQLite database did not stage this Save's ${payload.byteLength} bytes within ${this.db.storeTimeoutMs} ms (--store-timeout; ${at} staged); nothing was written`,
-          );
-        }
+        if (performance.now() > deadline) throw late(`${at} staged`);
         const chunk = payload.subarray(at, at + CHUNK_BYTES);
         const bytes = shared ? chunk : new Uint8Array(chunk);
         const written = this.db.call("session.stageChunk", { blobId, seq, bytes }, shared ? [] : [bytes.buffer as ArrayBuffer]);

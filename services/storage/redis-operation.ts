@@ -94,7 +94,8 @@ export class RedisOperation {
     return Math.max(1, Math.floor(this.remainingMs() * 0.8));
   }
 
-  private remainingMs(): number {
+  /** Milliseconds left before the operation's deadline (`--store-timeout` from its start); 0 or less once it has passed. */
+  remainingMs(): number {
     return this.timeoutMs - (performance.now() - this.started);
   }
 

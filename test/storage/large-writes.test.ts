@@ -256,6 +256,22 @@ describe("large writes on SQLite", () => {
     expect(same((await sessions.load({ sessionId: "big" })).snapshot?.payload, big)).toBe(true);
   });
 
+  test("large Saves sent together are staged one after another, in turn, each storing its own bytes", async () => {
+    const path = tempFile();
+    const server = await serve(path);
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const bodies = [0, 1, 2, 3].map((i) => payload(2 * MiB + i * 1000, 10 + i));
+    await Promise.all(bodies.map((body, i) => sessions.save({ sessionId: `turn-${i}`, snapshot: { format: FORMAT, payload: body } })));
+    for (const [i, body] of bodies.entries()) expect(same((await sessions.load({ sessionId: `turn-${i}` })).snapshot?.payload, body)).toBe(true);
+    // Chunks are rows in the order they were written: each blob's chunks form one run when stagings never overlapped.
+    const db = new Database(path, { readonly: true });
+    cleanups.push(() => db.close());
+    const written = db.prepare<[], { blob_id: number }>("SELECT blob_id FROM session_blob_chunks ORDER BY rowid").all().map((r) => r.blob_id);
+    expect(written).toHaveLength(bodies.reduce((n, b) => n + chunksOf(b), 0));
+    const runs = written.filter((blob, i) => i === 0 || blob !== written[i - 1]);
+    expect(runs, "one run of chunks per blob, in the order the blobs were begun").toEqual([...new Set(written)].sort((a, b) => a - b));
+  });
+
   test("large Saves and Loads leave no memory behind (shared memory the writer, reader and projection threads saw is let go)", async () => {
     const server = await serve(tempFile());
     expectNoGrowth(await rssGrowthOverLargeCalls(server, 8), 8, ["saves", "loads"]);
@@ -503,6 +519,28 @@ describe("large writes on Redis", () => {
     expect(same((await sessions.load({ sessionId: "big" })).snapshot?.payload, big)).toBe(true);
     expect(await stages("renew:")).toEqual([]);
     expect(await inspect.type(new RedisKeys("renew:").snapshotChunks("big"))).toBe("list");
+  });
+
+  test("large Saves sent together are staged one after another, in turn, each storing its own bytes", async () => {
+    const server = await serve("turns:");
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const monitor = (await redis.client().monitor()) as unknown as { on(e: "monitor", f: (time: string, args: string[]) => void): void; disconnect(): void };
+    // The staging list each chunk command went to, in the order redis-server ran them.
+    const staged: string[] = [];
+    monitor.on("monitor", (_time, args) => {
+      const key = args.find((a) => a.startsWith("turns:") && a.includes(":stage:"));
+      if (key !== undefined && /^evalsha$/i.test(args[0] ?? "")) staged.push(key);
+    });
+    try {
+      const bodies = [0, 1, 2, 3].map((i) => payload(3 * MiB + i * 1000, 20 + i));
+      await Promise.all(bodies.map((body, i) => sessions.save({ sessionId: `turn-${i}`, snapshot: { format: FORMAT, payload: body } })));
+      for (const [i, body] of bodies.entries()) expect(same((await sessions.load({ sessionId: `turn-${i}` })).snapshot?.payload, body)).toBe(true);
+      await waitFor(() => new Set(staged).size === bodies.length, 10_000, "every staging list seen by MONITOR");
+      const runs = staged.filter((key, i) => i === 0 || key !== staged[i - 1]);
+      expect(runs, "one run of chunk commands per Save: stagings never overlapped").toHaveLength(bodies.length);
+    } finally {
+      monitor.disconnect();
+    }
   });
 
   test("large Saves leave no memory behind (shared memory the projection thread saw is let go)", async () => {

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
 import { HELD_COPIES, InflightBudget, SMALL_CALL_BYTES } from "../../services/server/inflight-budget.js";
-import { IDLE_WINDOW_MS, memoryTrimmer, TRIM_DELAY_MS, type MemoryTrimmer } from "../../services/server/memory-trim.js";
+import { IDLE_WINDOW_MS, memoryTrimmer, TRIM_DELAY_MS, TRIM_WAIT_LIMIT_MS, type MemoryTrimmer } from "../../services/server/memory-trim.js";
 import { sparePayloadMemory, spareRequestMemory } from "../../common/spare-payload-memory.js";
 
 /** A trimmer that records what the budget asked of it. */
@@ -105,6 +105,19 @@ describe("the idle memory trim waits for an idle moment (issue 11: a forced full
     await pass(2 * IDLE_WINDOW_MS);
     expect(collections).toHaveLength(1);
     expect(collections[0]! - lastCall).toBeGreaterThanOrEqual(IDLE_WINDOW_MS);
+  });
+
+  test("a process never idle collects anyway TRIM_WAIT_LIMIT_MS after the first look, once", async () => {
+    const { budget, collections, emptied } = afterBurst();
+    for (let t = 0; t < TRIM_DELAY_MS + TRIM_WAIT_LIMIT_MS + 10 * IDLE_WINDOW_MS; t += 20) {
+      expect(budget.tryTake(100)).toBe(true);
+      await pass(2);
+      budget.release(100);
+      await pass(18);
+    }
+    expect(collections).toHaveLength(1);
+    expect(collections[0]! - emptied).toBeGreaterThanOrEqual(TRIM_DELAY_MS + TRIM_WAIT_LIMIT_MS);
+    expect(collections[0]! - emptied).toBeLessThan(TRIM_DELAY_MS + TRIM_WAIT_LIMIT_MS + IDLE_WINDOW_MS);
   });
 
   test("a large call cancels it for good; the next burst's end schedules it again", async () => {
