@@ -75,14 +75,23 @@ function interruptSignal(): { signal: AbortSignal; dispose(): void } {
   };
 }
 
-/** Streams records into `printer` until the log (or `--limit`) ends or, when following, until SIGINT/SIGTERM; then prints the count. */
+/**
+ * Streams records into `printer` until the log (or `--limit`) ends or, when
+ * following, until SIGINT/SIGTERM; then prints the count. A read that fails
+ * prints the count only when records came before the failure (where to
+ * resume), not a "0 record(s)" before the error.
+ */
 async function readInto(log: EventLogClient, sessionId: string, flags: ReadFlags, cursor: string | undefined, printer: RecordPrinter): Promise<void> {
   const interrupt = interruptSignal();
+  let failed = false;
   try {
     for await (const r of log.readAfter(sessionId, { cursor, limit: flags.limit ?? 0, follow: flags.follow ?? false, signal: interrupt.signal })) printer.print(r);
+  } catch (err) {
+    failed = true;
+    throw err;
   } finally {
     interrupt.dispose();
-    printer.finish();
+    if (!failed || printer.count > 0) printer.finish();
   }
 }
 

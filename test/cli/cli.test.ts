@@ -140,6 +140,12 @@ describe("mecatl-drivers operator commands against a real server", () => {
 
     const tail = (await runCli(["events", "tail", "cli-ev", "--json", "--last", "2", "--no-follow", ...el])).stdout.trim().split("\n").map((l) => JSON.parse(l));
     expect(tail.map((r) => r.event?.n ?? "gap")).toEqual([5, "gap"]);
+
+    // A read refused before any record: the error alone, no "0 record(s)" before it (found by a fresh-eyes run).
+    const refused = await runCli(["events", "read", "cli-ev", "--cursor", "garbage", ...el]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain("cursor");
+    expect(refused.stderr).not.toContain("record(s)");
   });
 
   test("events read --follow prints later appends and ends cleanly on SIGINT", async () => {
