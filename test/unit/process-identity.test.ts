@@ -36,11 +36,14 @@ describe("process identity (owners of staged chunks)", () => {
   });
 
   test("a process that exited but was not reaped (a zombie) is gone", async () => {
-    // The subshell exits at once; its parent then becomes `sleep`, which never reaps it.
-    const parent = spawn("bash", ["-c", "(exit 0) & echo $!; exec sleep 30"], { stdio: ["ignore", "pipe", "ignore"] });
+    // The subshell exits only once its parent has become `sleep`, which never
+    // reaps it. (Exiting at once raced with bash: a child that ended before
+    // the exec was reaped by bash, and no zombie was left on a loaded CI host.)
+    const script = '(while [ "$(cat /proc/$$/comm)" != sleep ]; do sleep 0.01; done) & echo $!; exec sleep 30';
+    const parent = spawn("bash", ["-c", script], { stdio: ["ignore", "pipe", "ignore"] });
     started.push(parent);
     const zombie = Number(await new Promise<string>((resolve) => parent.stdout!.once("data", (d: Buffer) => resolve(d.toString().trim()))));
-    await vi.waitFor(() => expect(stateOf(zombie)).toBe("Z"), { timeout: 5_000 });
+    await vi.waitFor(() => expect(stateOf(zombie)).toBe("Z"), { timeout: 10_000 });
     const identity = processIdentity(zombie);
     expect(identity).toMatch(new RegExp(`^${zombie}:\\d+$`));
     expect(processAlive(identity)).toBe(false);
