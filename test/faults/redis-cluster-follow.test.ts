@@ -6,6 +6,7 @@
  * a primary fails over and its replica takes the slots.
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { fileCluster } from "../helpers/backends.js";
 import { sessionIdOn, type ClusterNode, type SpawnedCluster } from "../helpers/redis-cluster.js";
@@ -20,6 +21,25 @@ async function pubsubClients(node: ClusterNode): Promise<number> {
     return ((await c.call("CLIENT", "LIST", "TYPE", "pubsub")) as string).split("\n").filter((l) => l.trim() !== "").length;
   } finally {
     c.disconnect();
+  }
+}
+
+/**
+ * Sends `send` again while it fails UNAVAILABLE, as wire-contract.md section 1
+ * tells a client to, until `deadlineMs` (epoch milliseconds) has passed; then
+ * the last error. Used right after a failover: on a loaded host the nodes can
+ * miss the node timeout once more just after every node said
+ * `cluster_state:ok`, and then every command is answered CLUSTERDOWN for a
+ * few seconds, longer than one call's --store-timeout.
+ */
+async function untilAvailable<T>(send: () => Promise<T>, deadlineMs: number): Promise<T> {
+  for (;;) {
+    try {
+      return await send();
+    } catch (err) {
+      if (!(err instanceof ConnectError) || err.code !== Code.Unavailable || Date.now() > deadlineMs) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
   }
 }
 
@@ -68,7 +88,8 @@ describe("follow across a Redis Cluster", () => {
       await cluster.waitHealthy(cluster.nodeTimeoutMs + 20_000);
       const moved = ids.filter((id) => id.startsWith(`follow-${victim!.port}-`));
       // The writer retries until its client has the new primary; the followers' process subscribes there again.
-      await Promise.all(moved.map((id) => appends.append({ sessionId: id, event: ev({ n: 2 }) })));
+      const deadline = Date.now() + cluster.nodeTimeoutMs + 20_000;
+      await Promise.all(moved.map((id) => untilAvailable(() => appends.append({ sessionId: id, event: ev({ n: 2 }) }), deadline)));
       for (const { id, stream } of streams.filter((s) => moved.includes(s.id))) {
         expect(body((await take(stream, 1))[0]!.event?.payload).n, id).toBe(2);
       }
