@@ -4,6 +4,7 @@ import { Writable } from "node:stream";
 import { StoreFailure } from "../../services/storage/store-failure.js";
 import { FAILURE_LOG_INTERVAL_MS, StoreFailureLog } from "../../services/server/store-failure-log.js";
 import { Metrics } from "../../services/server/metrics.js";
+import { v8Collector } from "../../services/storage/v8-collector.js";
 
 /** A pino logger writing synchronously into `lines` (parsed). */
 function capturingLogger(lines: Array<Record<string, unknown>>) {
@@ -59,5 +60,26 @@ describe("StoreFailureLog", () => {
     expect(await failuresTotal(metrics, "disk_full")).toBe(1011);
     expect(await failuresTotal(metrics, "unreachable")).toBe(1);
     expect(await failuresTotal(metrics, "not_durable")).toBe(0);
+  });
+
+  test("keeps no failure alive while its interval runs: an error's stack frames hold what their closures hold, such as a refused Save's payload", async () => {
+    vi.useRealTimers();
+    const log = new StoreFailureLog(capturingLogger([]), new Metrics());
+    let failure: WeakRef<StoreFailure> | undefined;
+    let payload: WeakRef<Uint8Array> | undefined;
+    (() => {
+      const bytes = new Uint8Array(8 * 1024 * 1024);
+      // As the SQLite store's staging does: the error is made by a closure of the scope that holds the payload.
+      const late = () => new StoreFailure("unreachable", `did not stage this Save's ${bytes.byteLength} bytes in time; nothing was written`);
+      const f = late();
+      failure = new WeakRef(f);
+      payload = new WeakRef(bytes);
+      log.record("SessionStoreService/Save", f);
+    })();
+    // A WeakRef keeps its target until the turn that made it ends.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    await v8Collector()();
+    expect(failure!.deref()).toBeUndefined();
+    expect(payload!.deref()).toBeUndefined();
   });
 });
