@@ -82,6 +82,35 @@ function expectNoGrowth(grown: { saves: number; loads: number }, rounds: number,
 }
 
 /**
+ * Sends `count` large Saves side by side to a server started with a
+ * `--store-timeout` too short to stage them all (they stage one at a time,
+ * storage/large-write-line.ts), so that most are refused UNAVAILABLE, then
+ * answers the refused count and how much the server's RSS grew, from idle
+ * before the burst to idle after it. A refused Save's payload was held by
+ * the error it was refused with, kept by the store failure log for its
+ * interval (10 s), past the idle collection: a fresh-eyes run saw RSS stay
+ * at ~440 MiB after 8 × 60 MiB Saves of which 5 were refused.
+ */
+async function rssGrowthOverRefusedSaves(server: ServerProcess, count: number): Promise<{ refused: number; grown: number }> {
+  const sessions = grpcClient(SessionStoreService, server.address);
+  const bodies = Array.from({ length: count }, (_, i) => sessnap({ id: `refused-${i}`, messages: [{ role: "user", text: String(i).repeat(48 * MiB) }] }));
+  const settled = async () => {
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    return rssBytes(server.proc.pid!);
+  };
+  const before = await settled();
+  const outcomes = await Promise.allSettled(bodies.map((payload, i) => sessions.save({ sessionId: `refused-${i}`, snapshot: { format: FORMAT, payload } })));
+  for (const o of outcomes) if (o.status === "rejected") expect((o.reason as { code?: Code }).code).toBe(Code.Unavailable);
+  return { refused: outcomes.filter((o) => o.status === "rejected").length, grown: (await settled()) - before };
+}
+
+/** Asserts what {@link rssGrowthOverRefusedSaves} measured: at least 3 Saves refused, and less than 2 of their 48 MiB payloads' worth of growth. */
+function expectRefusedSavesKeptNothing({ refused, grown }: { refused: number; grown: number }): void {
+  expect(refused, "Saves refused for want of time").toBeGreaterThanOrEqual(3);
+  expect(grown, `RSS grew by ${(grown / MiB).toFixed(0)} MiB over a burst of which ${refused} Saves of 48 MiB were refused`).toBeLessThan(2 * 48 * MiB);
+}
+
+/**
  * Large Saves one after another and side by side, each of a payload of its
  * own, each Loaded back exactly and projected from its own bytes (its
  * metadata row's title and size). A large request is joined into memory an
@@ -275,6 +304,11 @@ describe("large writes on SQLite", () => {
   test("large Saves and Loads leave no memory behind (shared memory the writer, reader and projection threads saw is let go)", async () => {
     const server = await serve(tempFile());
     expectNoGrowth(await rssGrowthOverLargeCalls(server, 8), 8, ["saves", "loads"]);
+  });
+
+  test("large Saves refused for want of time leave no memory behind", async () => {
+    // Staging 48 MiB takes 0.2-2 s: of 8 Saves in line, at most the first few finish within 500 ms.
+    expectRefusedSavesKeptNothing(await rssGrowthOverRefusedSaves(await serve(tempFile(), ["--store-timeout", "500ms"]), 8));
   });
 
   test("staging a crash left behind is removed at the next start; the session keeps its previous snapshot", async () => {
@@ -547,6 +581,10 @@ describe("large writes on Redis", () => {
     const server = await serve("rss:");
     // Loads on Redis involve no worker thread, and their RSS moves by up to 64 MiB between runs (allocator caches): Saves only.
     expectNoGrowth(await rssGrowthOverLargeCalls(server, 8), 8, ["saves"]);
+  });
+
+  test("large Saves refused for want of time leave no memory behind", async () => {
+    expectRefusedSavesKeptNothing(await rssGrowthOverRefusedSaves(await serve("refused:", ["--store-timeout", "500ms"]), 8));
   });
 
   test("large Saves one after another and side by side each store and project their own bytes (request memory reused only once its Save was written)", async () => {
