@@ -59,16 +59,16 @@ function stageLost(): StoreFailure {
 /**
  * Stages `payload` in chunks into `stageKey` under operation `op`; returns
  * the number of chunks. The list lives ten times `--store-timeout` (at
- * least a minute) past its last chunk unless published. `beforeChunk` runs
+ * least a minute) past its last chunk unless published. `goOn` runs
  * before every chunk after the first; what it throws stops the staging.
  *
  * @throws StoreFailure when Redis fails (see RedisOperation), or {@link stageLost}.
  */
-async function stagePayload(op: RedisOperation, ops: RedisOperations, stageKey: string, payload: Buffer, beforeChunk: () => void): Promise<number> {
+async function stagePayload(op: RedisOperation, ops: RedisOperations, stageKey: string, payload: Buffer, goOn: () => void): Promise<number> {
   const ttl = opRecordTtlMs(ops.timeoutMs);
   let index = 0;
   for (let at = 0; at < payload.byteLength; at += REDIS_CHUNK_BYTES, index++) {
-    if (index > 0) beforeChunk();
+    if (index > 0) goOn();
     const held = await op.script(STAGE_CHUNK, [stageKey], [index, payload.subarray(at, at + REDIS_CHUNK_BYTES), ttl]);
     if (held === -1) throw stageLost();
   }
@@ -89,11 +89,12 @@ export interface SaveScriptArgs {
  * script. `write` may still be on its way (a Save's projection, computed
  * while the payload is staged; issue 12): it is awaited once the staging is
  * done, and if it fails the staging is discarded and its error thrown
- * (nothing is written); `beforeChunk` lets the caller stop the staging
- * early by throwing. Returns the script's answer: 1 written, 0 not (Create
- * of an existing id).
+ * (nothing is written); `goOn`, run before every staged chunk after the
+ * first and before a staged payload is published, lets the caller give the
+ * Save up by throwing (nothing is written). Returns the script's answer: 1
+ * written, 0 not (Create of an existing id).
  *
- * @throws StoreFailure when Redis fails (see RedisOperation), or {@link stageLost}; whatever `write` rejects with or `beforeChunk` throws.
+ * @throws StoreFailure when Redis fails (see RedisOperation), or {@link stageLost}; whatever `write` rejects with or `goOn` throws.
  */
 export async function saveSnapshot(
   op: RedisOperation,
@@ -101,15 +102,16 @@ export async function saveSnapshot(
   keys: RedisKeys,
   write: SaveScriptArgs | Promise<SaveScriptArgs>,
   snapshot: { sessionId: string; format: string; payload: Buffer; mode: "save" | "create" | "import"; modifiedUs?: string },
-  beforeChunk: () => void = () => undefined,
+  goOn: () => void = () => undefined,
 ): Promise<number> {
   // Awaited below, unless the staging fails first: that failure is the answer then.
   if (write instanceof Promise) write.catch(() => undefined);
   const stageKey = keys.snapshotStage(snapshot.sessionId, op.id);
   const staged = snapshot.payload.byteLength > INLINE_PAYLOAD_BYTES;
   try {
-    const chunks = staged ? String(await stagePayload(op, ops, stageKey, snapshot.payload, beforeChunk)) : "";
+    const chunks = staged ? String(await stagePayload(op, ops, stageKey, snapshot.payload, goOn)) : "";
     const script = await write;
+    if (staged) goOn();
     const argv = [snapshot.sessionId, snapshot.format, staged ? "" : snapshot.payload, snapshot.mode, ...script.args(snapshot.modifiedUs ?? "", chunks)];
     const written = (await op.script(SAVE_PROJECTED, script.keys, argv, op.record(keys.sessionOp(snapshot.sessionId, op.id)))) as number;
     if (written === -1) throw stageLost();

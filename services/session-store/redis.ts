@@ -67,9 +67,11 @@ export class RedisSessionStore implements SessionStore {
    * once the projection is done, one recorded script writes the snapshot
    * (publishing the chunks), its List entry, metadata row and lineage
    * records together. A projection that fails is the answer, even when the
-   * store failed too: bad input is refused as such.
+   * store failed too: bad input is refused as such. A staged Save whose
+   * `signal` aborts (its caller has gone) leaves the line, or stops before
+   * its next chunk or its publication, nothing written.
    */
-  private async put(sessionId: string, snapshot: StoredSnapshot, source: ProjectionSource, mode: "save" | "create"): Promise<boolean> {
+  private async put(sessionId: string, snapshot: StoredSnapshot, source: ProjectionSource, mode: "save" | "create", signal: AbortSignal | undefined): Promise<boolean> {
     const run = new ProjectionRun(source);
     const projected = run.start();
     try {
@@ -78,23 +80,27 @@ export class RedisSessionStore implements SessionStore {
       const op = this.ops.begin();
       const write = projected.then((projection) => this.meta.write(config, sessionId, projection, op.id));
       const payload = toBuffer(snapshot.payload);
-      const saved = () => saveSnapshot(op, this.ops, this.keys, write, { sessionId, format: snapshot.format, payload, mode }, () => run.throwIfFailed());
+      const goOn = () => {
+        run.throwIfFailed();
+        signal?.throwIfAborted();
+      };
+      const saved = () => saveSnapshot(op, this.ops, this.keys, write, { sessionId, format: snapshot.format, payload, mode }, goOn);
       if (payload.byteLength <= INLINE_PAYLOAD_BYTES) return (await saved()) === 1;
       const late = (ahead: number) =>
-        new StoreFailure("unreachable", `Redis did not take this Save's ${payload.byteLength} bytes within ${this.ops.timeoutMs} ms (--store-timeout): it waited behind ${ahead} larger Saves of this server staging one at a time; nothing was written`);
-      return (await this.line.run(op.remainingMs(), saved, late)) === 1;
+        new StoreFailure("unreachable", `Redis did not take this Save's ${payload.byteLength} bytes within ${this.ops.timeoutMs} ms (--store-timeout): it waited behind ${ahead} large Saves of this server staging one at a time; nothing was written`);
+      return (await this.line.run(op.remainingMs(), saved, late, signal)) === 1;
     } catch (err) {
       await projected;
       throw err;
     }
   }
 
-  async save(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<void> {
-    await this.put(sessionId, snapshot, projection, "save");
+  async save(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource, signal?: AbortSignal): Promise<void> {
+    await this.put(sessionId, snapshot, projection, "save", signal);
   }
 
-  create(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<boolean> {
-    return this.put(sessionId, snapshot, projection, "create");
+  create(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource, signal?: AbortSignal): Promise<boolean> {
+    return this.put(sessionId, snapshot, projection, "create", signal);
   }
 
   async load(sessionId: string): Promise<StoredSnapshot | undefined> {

@@ -1,4 +1,4 @@
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
   ListSessionsResponseSchema,
   SessionStoreService,
@@ -42,6 +42,20 @@ export const MAX_PAGE_ROWS = 1000;
 
 /** Most bytes of rows one PageMetadata answer carries (a quarter of the harness's 64 MiB message limit); at least one row is always sent. */
 export const MAX_PAGE_BYTES = HARNESS_MESSAGE_BYTES / 4;
+
+/**
+ * The call's abort signal for a Save or Create whose payload a store stages
+ * in chunks (over {@link THREAD_PROJECTION_BYTES}, as both stores stage it):
+ * once the caller has gone (cancelled, or past its deadline) such a Save
+ * still waiting for its turn or being staged is given up, nothing written,
+ * rather than published seconds after its caller was answered while live
+ * Saves wait behind it (a fresh-eyes run: 4 Saves past a 1.5 s deadline
+ * were all published 6 s later). Undefined for a smaller payload, which is
+ * one write: a small call makes no abort signal.
+ */
+function callerGone(snapshot: StoredSnapshot, ctx: HandlerContext): AbortSignal | undefined {
+  return snapshot.payload.byteLength > THREAD_PROJECTION_BYTES ? ctx.signal : undefined;
+}
 
 /**
  * Checks a Save or Create request (wire-contract.md section 2.5; the rules
@@ -198,15 +212,15 @@ async function pageMetadata(store: SessionStore, req: PageSessionMetadataRequest
  */
 export function sessionStoreService(store: SessionStore, thread: ProjectionThread = sharedProjectionThread()): ServiceImpl<typeof SessionStoreService> {
   return {
-    async save(req) {
+    async save(req, ctx) {
       const { sessionId, snapshot, projection } = validSave(req, thread);
-      await store.save(sessionId, snapshot, projection);
+      await store.save(sessionId, snapshot, projection, callerGone(snapshot, ctx));
       spareRequestMemory.giveBack(snapshot.payload.buffer);
       return {};
     },
-    async create(req) {
+    async create(req, ctx) {
       const { sessionId, snapshot, projection } = validSave(req, thread);
-      const created = await store.create(sessionId, snapshot, projection);
+      const created = await store.create(sessionId, snapshot, projection, callerGone(snapshot, ctx));
       spareRequestMemory.giveBack(snapshot.payload.buffer);
       if (!created) {
         throw new ConnectError(`session ${JSON.stringify(sessionId)} already exists`, Code.AlreadyExists);

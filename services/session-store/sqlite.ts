@@ -36,12 +36,12 @@ export class SqliteSessionStore implements SessionStore {
   /** Nothing to do: the schema migration (metadata backfill included) ran when the database was opened. */
   async open(): Promise<void> {}
 
-  async save(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<void> {
-    await this.put("session.save", sessionId, snapshot, projection);
+  async save(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource, signal?: AbortSignal): Promise<void> {
+    await this.put("session.save", sessionId, snapshot, projection, signal);
   }
 
-  async create(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<boolean> {
-    return (await this.put("session.create", sessionId, snapshot, projection)).written;
+  async create(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource, signal?: AbortSignal): Promise<boolean> {
+    return (await this.put("session.create", sessionId, snapshot, projection, signal)).written;
   }
 
   /**
@@ -52,21 +52,24 @@ export class SqliteSessionStore implements SessionStore {
    * and the staged blob is published once both are done. A projection that
    * fails stops the staging at the next chunk, abandons it (nothing is
    * visible) and is the answer, even when the store failed too: bad input is
-   * refused as such.
+   * refused as such. A staged write whose `signal` aborts (its caller has
+   * gone) is given up likewise, before its next chunk or its publication.
    */
-  private async put(op: "session.save" | "session.create", sessionId: string, snapshot: StoredSnapshot, source: ProjectionSource): Promise<PutResult> {
+  private async put(op: "session.save" | "session.create", sessionId: string, snapshot: StoredSnapshot, source: ProjectionSource, signal: AbortSignal | undefined): Promise<PutResult> {
     const run = new ProjectionRun(source);
     const size = snapshot.payload.byteLength;
     if (size <= STAGE_BYTES) return this.dropAfter(await this.db.call(op, { sessionId, snapshot, projection: await run.start() }));
     let blobId: number;
     try {
-      blobId = await this.stage(snapshot.payload, run);
+      blobId = await this.stage(snapshot.payload, run, signal);
     } catch (err) {
-      await run.start();
+      // Bad input is refused as such, unless nobody is left to be told.
+      if (signal?.aborted !== true) await run.start();
       throw err;
     }
     try {
       const projection = await run.start();
+      signal?.throwIfAborted();
       return this.dropAfter(await this.db.call(op, { sessionId, snapshot: { format: snapshot.format, payload: new Uint8Array(0) }, projection, staged: { blobId, size } }));
     } catch (err) {
       this.abandon(blobId);
@@ -87,25 +90,35 @@ export class SqliteSessionStore implements SessionStore {
    * the write lock again and again, say) is given up before its next chunk,
    * so a Save is never published long after its caller was told it failed.
    *
+   * A staging whose `signal` aborts (its caller has gone) leaves the line,
+   * or stops before its next chunk: abandoned Saves neither keep the Saves
+   * behind them waiting nor get published after their caller was answered.
+   *
    * @throws StoreFailure `unreachable` (UNAVAILABLE, nothing written) when the
    *   staging outlasts `--store-timeout` or its turn does not come within
-   *   it; any failure of a chunk's write.
+   *   it; any failure of a chunk's write; `signal.reason` once it aborted.
    */
-  private stage(payload: Uint8Array, run: ProjectionRun): Promise<number> {
+  private stage(payload: Uint8Array, run: ProjectionRun, signal: AbortSignal | undefined): Promise<number> {
     const deadline = performance.now() + this.db.storeTimeoutMs;
     const late = (staged: string) =>
       new StoreFailure("unreachable", `the SQLite database did not stage this Save's ${payload.byteLength} bytes within ${this.db.storeTimeoutMs} ms (--store-timeout; ${staged}); nothing was written`);
-    return this.line.run(deadline - performance.now(), () => this.stageChunks(payload, run, deadline, late), (ahead) => late(`it waited behind ${ahead} larger Saves of this server staging one at a time`));
+    return this.line.run(
+      deadline - performance.now(),
+      () => this.stageChunks(payload, run, deadline, late, signal),
+      (ahead) => late(`it waited behind ${ahead} large Saves of this server staging one at a time`),
+      signal,
+    );
   }
 
-  /** {@link stage}'s writes, once its turn has come: the blob, then its chunks, until `deadline` (performance.now() milliseconds). */
-  private async stageChunks(payload: Uint8Array, run: ProjectionRun, deadline: number, late: (staged: string) => StoreFailure): Promise<number> {
+  /** {@link stage}'s writes, once its turn has come: the blob, then its chunks, until `deadline` (performance.now() milliseconds) or until `signal` aborts. */
+  private async stageChunks(payload: Uint8Array, run: ProjectionRun, deadline: number, late: (staged: string) => StoreFailure, signal: AbortSignal | undefined): Promise<number> {
     const blobId = await this.db.call("session.stage", { owner: OWNER });
     // Shared memory (a large gRPC request, grpc-message-joiner.ts) reaches the worker as is; other memory is copied into a buffer of its own that moves there.
     const shared = payload.buffer instanceof SharedArrayBuffer;
     try {
       for (let seq = 0, at = 0; at < payload.byteLength; seq++, at += CHUNK_BYTES) {
         if (seq > 0) run.throwIfFailed();
+        signal?.throwIfAborted();
         if (performance.now() > deadline) throw late(`${at} staged`);
         const chunk = payload.subarray(at, at + CHUNK_BYTES);
         const bytes = shared ? chunk : new Uint8Array(chunk);

@@ -127,14 +127,20 @@ export interface SessionStore {
    * section 5.2). `projection` may be a function computing it: the store
    * calls it once before the write is visible, and an error it throws is
    * the answer, nothing changed (see {@link ProjectionSource}).
+   *
+   * `signal`, when given, aborts once the caller has gone (cancelled, or its
+   * deadline passed): a payload staged in chunks (over 1 MiB) that is still
+   * waiting for its turn or being staged is then given up before its next
+   * chunk or its publication, nothing written, and the call rejects with
+   * the signal's reason. A Save already published stays.
    */
-  save(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<void>;
+  save(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource, signal?: AbortSignal): Promise<void>;
   /**
    * Stores the snapshot only if the id is absent, atomically against every
    * other writer on the same store. Resolves false (and changes nothing, not
-   * even a generation) when the id exists.
+   * even a generation) when the id exists. `signal` as for {@link save}.
    */
-  create(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource): Promise<boolean>;
+  create(sessionId: string, snapshot: StoredSnapshot, projection: ProjectionSource, signal?: AbortSignal): Promise<boolean>;
   /** The newest snapshot, or undefined for an unknown id. */
   load(sessionId: string): Promise<StoredSnapshot | undefined>;
   /**

@@ -23,14 +23,18 @@ export class LargeWriteLine {
    * and answers what it answers (or throws what it throws). A write whose
    * turn has not come within `waitMs` milliseconds does not run: `tooLate`
    * makes the error thrown instead, given the number of writes that were
-   * ahead of it when it joined; the line goes on without it.
+   * ahead of it when it joined; the line goes on without it. So does a
+   * write whose `signal` aborts before its turn (its caller has gone): it
+   * throws the signal's reason.
    *
    * @param waitMs longest wait for the turn, in milliseconds (≤ 0: only an immediate turn).
    * @param write the write, started when its turn comes.
    * @param tooLate the error for a write whose turn did not come in time.
-   * @throws whatever `write` throws, or `tooLate(ahead)`.
+   * @param signal aborts the wait for the turn (the write itself watches it too, if it should stop).
+   * @throws whatever `write` throws, `tooLate(ahead)`, or `signal.reason`.
    */
-  async run<T>(waitMs: number, write: () => Promise<T>, tooLate: (ahead: number) => Error): Promise<T> {
+  async run<T>(waitMs: number, write: () => Promise<T>, tooLate: (ahead: number) => Error, signal?: AbortSignal): Promise<T> {
+    signal?.throwIfAborted();
     const ahead = this.queued;
     const before = this.tail;
     let done!: () => void;
@@ -41,12 +45,21 @@ export class LargeWriteLine {
       done();
     };
     let timer: NodeJS.Timeout | undefined;
-    const turn = ahead === 0 ? true : await Promise.race([before.then(() => true), new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), Math.max(0, waitMs))))]);
+    let gone: (() => void) | undefined;
+    const turn: boolean | "gone" =
+      ahead === 0
+        ? true
+        : await Promise.race([
+            before.then(() => true),
+            new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), Math.max(0, waitMs)))),
+            new Promise<"gone">((resolve) => signal?.addEventListener("abort", (gone = () => resolve("gone")), { once: true })),
+          ]);
     clearTimeout(timer);
-    if (!turn) {
+    if (gone !== undefined) signal!.removeEventListener("abort", gone);
+    if (turn !== true) {
       // The writes behind this one still wait for those before it.
       void before.then(finish);
-      throw tooLate(ahead);
+      throw turn === "gone" ? signal!.reason : tooLate(ahead);
     }
     try {
       return await write();

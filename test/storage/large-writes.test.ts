@@ -190,6 +190,37 @@ async function expectHeldSaveKeepsItsBytes(server: ServerProcess, hold: () => Pr
   }
 }
 
+/**
+ * Large Saves whose callers have gone are given up (issue 11; a fresh-eyes
+ * run saw 4 Saves past a 1.5 s deadline all published 6 s later, while the
+ * live Saves behind them in the staging line waited): `hold` stops the
+ * store's writes as for {@link expectHeldSaveKeepsItsBytes}; three 8 MiB
+ * Saves sent with a 1 s deadline end DEADLINE_EXCEEDED meanwhile (the first
+ * one staging, the others in line). Once the writes go on, none of them is
+ * published, `staged` (the stagings left in the store) comes back to 0, and
+ * a Save sent then is stored.
+ */
+async function expectGoneSavesGivenUp(server: ServerProcess, hold: () => Promise<() => Promise<void>>, staged: () => Promise<number>): Promise<void> {
+  const sessions = grpcClient(SessionStoreService, server.address);
+  const ids = [0, 1, 2].map((i) => `gone-${i}`);
+  const release = await hold();
+  let released = false;
+  try {
+    const ended = await Promise.allSettled(ids.map((sessionId, i) => sessions.save({ sessionId, snapshot: { format: FORMAT, payload: payload(8 * MiB, 40 + i) } }, { timeoutMs: 1_000 })));
+    for (const e of ended) expect(e.status === "rejected" ? (e.reason as { code?: Code }).code : "OK").toBe(Code.DeadlineExceeded);
+    await release();
+    released = true;
+  } finally {
+    if (!released) await release();
+  }
+  await waitFor(async () => (await rpcsInFlight(server.metricsAddress!, "Save")) === 0, 20_000, "the Saves whose callers have gone to end");
+  for (const sessionId of ids) await expectCode(sessions.load({ sessionId }), Code.NotFound, sessionId);
+  await waitFor(async () => (await staged()) === 0, 20_000, "their staging to be removed");
+  const after = payload(8 * MiB, 50);
+  await sessions.save({ sessionId: "after-gone", snapshot: { format: FORMAT, payload: after } });
+  expect(same((await sessions.load({ sessionId: "after-gone" })).snapshot?.payload, after)).toBe(true);
+}
+
 const { SqliteDatabase } = (await import(pathToFileURL(join(dirname(MAIN), "../storage/sqlite-database.js")).href)) as typeof import("../../services/storage/sqlite-database.js");
 const { projectSnapshot } = (await import(pathToFileURL(join(dirname(MAIN), "../session-store/projection.js")).href)) as typeof import("../../services/session-store/projection.js");
 
@@ -499,6 +530,24 @@ describe("large writes on SQLite", () => {
     await waitFor(() => count().chunks === 0 && count().stages === 0, 10_000, "the given-up staging's chunks to be dropped");
   });
 
+  test("large Saves whose callers have gone before they were published are given up: none is stored, their staging is removed", async () => {
+    const path = tempFile();
+    const server = await serve(path, ["--metrics-listen", "127.0.0.1:0"]);
+    const count = counter(path);
+    await expectGoneSavesGivenUp(
+      server,
+      async () => {
+        const other = new Database(path);
+        other.exec("BEGIN IMMEDIATE");
+        return async () => {
+          other.exec("ROLLBACK");
+          other.close();
+        };
+      },
+      async () => count().stages + count().chunks,
+    );
+  });
+
   test("a large request arriving while a large Save waits for the write lock is joined in memory of its own; each Save stores its own bytes", async () => {
     const path = tempFile();
     const server = await serve(path, ["--metrics-listen", "127.0.0.1:0"]);
@@ -590,6 +639,21 @@ describe("large writes on Redis", () => {
   test("large Saves one after another and side by side each store and project their own bytes (request memory reused only once its Save was written)", async () => {
     const server = await serve("reuse:");
     await expectLargeSavesKeepTheirOwnBytes(server.address);
+  });
+
+  test("large Saves whose callers have gone before they were published are given up: none is stored, their staging is removed", async () => {
+    const server = await serve("gone:", ["--metrics-listen", "127.0.0.1:0"]);
+    await expectGoneSavesGivenUp(
+      server,
+      async () => {
+        await inspect.call("CLIENT", "PAUSE", "20000", "WRITE");
+        return async () => {
+          await inspect.call("CLIENT", "UNPAUSE");
+        };
+      },
+      async () => (await stages("gone:")).length,
+    );
+    await server.kill();
   });
 
   test("a large request arriving while a large Save's writes are paused is joined in memory of its own; each Save stores its own bytes", async () => {

@@ -71,6 +71,27 @@ describe("LargeWriteLine", () => {
     expect(line.length).toBe(0);
   });
 
+  test("a write whose caller has gone leaves the line at once with the signal's reason, without running; one gone before joining never joins", async () => {
+    const line = new LargeWriteLine();
+    const log: string[] = [];
+    const [a, b, c, d] = ["a", "b", "c", "d"].map((n) => writeLogged(log, n));
+    const caller = new AbortController();
+    const ra = settled(line.run(10_000, a!.write, tooLate));
+    const rb = settled(line.run(10_000, b!.write, tooLate, caller.signal));
+    const rc = settled(line.run(10_000, c!.write, tooLate));
+    await vi.advanceTimersByTimeAsync(100);
+    caller.abort(new Error("the caller has gone"));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(await Promise.race([rb, Promise.resolve("still waiting")])).toEqual({ err: "the caller has gone" });
+    expect(await settled(line.run(10_000, d!.write, tooLate, caller.signal))).toEqual({ err: "the caller has gone" });
+    a!.finish();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(log, "c runs after a; b and d never run").toEqual(["start a", "end a", "start c"]);
+    c!.finish();
+    expect([await ra, await rc]).toEqual([{ ok: "a" }, { ok: "c" }]);
+    expect(line.length).toBe(0);
+  });
+
   test("an empty line starts a write at once, even with no time to wait", async () => {
     const line = new LargeWriteLine();
     const log: string[] = [];
