@@ -22,6 +22,20 @@ export function parseDuration(text: string): number {
 }
 
 /**
+ * A parser of duration flags (see {@link parseDuration}) that refuses
+ * durations shorter than `minMs` milliseconds, saying why (`reason`).
+ *
+ * @throws InvalidArgumentError (from the parser) when the text is not a duration of at least `minMs`.
+ */
+export function parseDurationAtLeast(minMs: number, reason: string): (text: string) => number {
+  return (text) => {
+    const value = parseDuration(text);
+    if (value < minMs) throw new InvalidArgumentError(`expected at least ${ms(minMs)}: ${reason}; got ${JSON.stringify(text)}`);
+    return value;
+  };
+}
+
+/**
  * Parses a duration flag that may also be `0` (off), in milliseconds.
  *
  * @throws InvalidArgumentError when the text is neither `0` nor a positive duration.

@@ -1,10 +1,11 @@
 import { HELD_COPIES } from "./inflight-budget.js";
 import { Command, Option, InvalidArgumentError } from "commander";
-import { parseBytes, parseDuration, parseDurationOrZero, parsePositiveInt } from "../../common/flag-parsers.js";
+import { parseBytes, parseDuration, parseDurationAtLeast, parseDurationOrZero, parsePositiveInt } from "../../common/flag-parsers.js";
 import type { ServerOptions } from "./server.js";
 import { defaultMaxInflightBytes, MIN_DEFAULT_INFLIGHT_BYTES } from "./inflight-default.js";
 import { SERVICE_NAMES, type ServiceName } from "./service-registry.js";
 import { StartupError } from "../storage/redis-connection.js";
+import { StoreFailure } from "../storage/store-failure.js";
 import { writeStartupRefusal } from "./startup-refusal.js";
 import { DEFAULT_STORE_TIMEOUT_MS } from "../storage/backend.js";
 import { MAX_LEASE_TTL_MS } from "../session-lease/rules.js";
@@ -12,14 +13,21 @@ import { DEFAULT_FOLLOW_STALL_MS } from "../event-log/follow-hub.js";
 import { DEFAULT_FOLLOW_POLL_MS } from "../event-log/sqlite-feed.js";
 import { addStoreOptions, redisFlagsGiven, storeBackendOptions, type StoreFlags } from "./store-options.js";
 
+/** Shortest `--lease-ttl`, in milliseconds: a holder must be able to renew before its lease expires. */
+export const MIN_LEASE_TTL_MS = 100;
+
+/** Shortest `--store-timeout`, in milliseconds: the server's own store operations at start need more than that. */
+export const MIN_STORE_TIMEOUT_MS = 100;
+
 /**
- * Parses `--lease-ttl`: a duration (see {@link parseDuration}) of at most
- * 365 days, so that expiry arithmetic stays exact (session-lease/rules.ts).
+ * Parses `--lease-ttl`: a duration (see {@link parseDuration}) of at least
+ * {@link MIN_LEASE_TTL_MS} and at most 365 days, so that expiry arithmetic
+ * stays exact (session-lease/rules.ts).
  *
  * @throws InvalidArgumentError when the text is not a duration in that range.
  */
 export function parseLeaseTtl(text: string): number {
-  const value = parseDuration(text);
+  const value = parseDurationAtLeast(MIN_LEASE_TTL_MS, "a holder renews its lease before it expires, which takes a round trip")(text);
   if (value > MAX_LEASE_TTL_MS) throw new InvalidArgumentError(`a lease TTL of at most 365d is supported, got ${JSON.stringify(text)}`);
   return value;
 }
@@ -199,7 +207,7 @@ export function serveCommand(): Command {
     .option("--connect-listen <addr>", "also serve the Connect and gRPC-Web protocols here (HOST:PORT or unix:/PATH)")
     .option("--insecure-listen", "allow cleartext on a non-loopback address (protected networks only)", false);
   return addStoreOptions(command)
-    .addOption(new Option("--lease-ttl <duration>", "lifetime of a session lease (at most 365d)").default(30_000, "30s").argParser(parseLeaseTtl))
+    .addOption(new Option("--lease-ttl <duration>", "lifetime of a session lease (at least 100ms, at most 365d)").default(30_000, "30s").argParser(parseLeaseTtl))
     .option("--max-followers <n>", "most concurrent ReadAfter follow streams in this process", parsePositiveInt, 4096)
     .option("--follow-buffer <n>", "records a live follower may fall behind the log; past it, a follower that reads nothing for --follow-stall ends with follow_lagging", parsePositiveInt, 1024)
     .addOption(
@@ -243,9 +251,9 @@ export function serveCommand(): Command {
         .argParser(parseWaitReplicas),
     )
     .addOption(
-      new Option("--store-timeout <duration>", "longest one store operation may take (retries included) before the call fails with UNAVAILABLE")
+      new Option("--store-timeout <duration>", "longest one store operation may take (retries included) before the call fails with UNAVAILABLE (at least 100ms)")
         .default(DEFAULT_STORE_TIMEOUT_MS, "5s")
-        .argParser(parseDuration),
+        .argParser(parseDurationAtLeast(MIN_STORE_TIMEOUT_MS, "the server's own store operations at start (opening, checks) take longer")),
     )
     .addOption(
       new Option("--keepalive-time <duration>", "ping each gRPC connection (and HTTP/2 Connect connection) this often; a peer that does not answer is dropped and its streams end; HTTP/1.1 connections get TCP keepalive")
@@ -294,6 +302,11 @@ export function serveCommand(): Command {
       } catch (err) {
         if (err instanceof StartupError) {
           writeStartupRefusal(err.message);
+          process.exit(2);
+        }
+        if (err instanceof StoreFailure) {
+          // The store answered one of the server's own operations at start with a failure (too short a --store-timeout for a slow disk, a lock held elsewhere): a startup problem, not a crash.
+          writeStartupRefusal(`the store failed while the server was starting: ${err.message}; check --store and --store-timeout`);
           process.exit(2);
         }
         throw err;

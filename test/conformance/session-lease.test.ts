@@ -303,7 +303,7 @@ describe("the --lease-ttl flag", () => {
     expect(help).toMatch(/--shutdown-grace <duration> [^-]*\(default: 10s\)/);
   });
 
-  test.each([["0s"], ["soon"], ["400d"]])("--lease-ttl %s is refused at start, naming the flag", async (value) => {
+  test.each([["0s"], ["99ms"], ["soon"], ["400d"]])("--lease-ttl %s is refused at start, naming the flag", async (value) => {
     const { code, stderr } = await runServeExpectingFailure(["session-lease", "--store", "sqlite::memory:", "--lease-ttl", value]);
     expect(code).not.toBe(0);
     expect(stderr).toContain("--lease-ttl");

@@ -162,6 +162,21 @@ describe("startup problems end with one line that says what to do, and a non-zer
     expect(unknown.stderr).toContain("unknown option '--no-such-flag'; see mecatl-drivers serve --help");
   });
 
+  test("a --store-timeout or --lease-ttl under 100ms is refused, naming the flag and the floor, before any file is made (1ms made the first store operation fail and the server crash)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mecatl-short-"));
+    try {
+      for (const args of [["--store-timeout", "1ms"], ["--store-timeout", "99ms"], ["--lease-ttl", "1ms"]]) {
+        const { code, stderr } = await runServeExpectingFailure(["--store", `sqlite:${join(dir, "store.sqlite")}`, ...args]);
+        expect(code).toBe(2);
+        expect(stderr).toContain(args[0]);
+        expect(stderr).toContain("expected at least 100ms");
+        expect(existsSync(join(dir, "store.sqlite")), "no database file").toBe(false);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("a memory budget too small for ordinary calls is refused, naming --max-inflight-bytes and the floor", async () => {
     for (const value of ["1KB", "1023KB"]) {
       const { code, stderr } = await runServeExpectingFailure(["--max-inflight-bytes", value]);
