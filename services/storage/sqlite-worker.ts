@@ -92,6 +92,7 @@ try {
 const queue: Request[] = [];
 let scheduled = false;
 const maintenance = space === undefined ? undefined : new SqliteMaintenance(db, () => scheduled || queue.length > 0);
+maintenance?.afterStart();
 let closing = false;
 let probeWanted = false;
 let checkpointWanted = false;

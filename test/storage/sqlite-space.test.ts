@@ -57,6 +57,15 @@ test("deleting 50 MiB of sessions shrinks the file and the WAL, and the free byt
   expect((await c.sessions.load({ sessionId: "after" })).snapshot).toBeDefined();
 }, 120_000);
 
+test("a new file has incremental auto-vacuum from the start: the listening line reports no VACUUM", async () => {
+  const server = await startServer(["--store", `sqlite:${join(dir, "new.sqlite")}`]);
+  servers.push(server);
+  const listening = (await waitForLog(server, "listening")).entry;
+  expect(listening.autoVacuum).toBe("incremental");
+  expect(listening.vacuumMs).toBeUndefined();
+  expect(listening.vacuumProblem).toBeUndefined();
+});
+
 test("a file created without auto-vacuum is switched by one VACUUM when a server opens it", async () => {
   const path = join(dir, "old.sqlite");
   const old = new Database(path);
