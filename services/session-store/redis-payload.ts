@@ -4,7 +4,7 @@ import type { ChainableCommander } from "ioredis";
 import { bulkReader } from "../storage/redis-bulk-reader.js";
 import type { RedisKeys } from "../storage/redis-keys.js";
 import type { RedisOperation, RedisOperations } from "../storage/redis-operation.js";
-import { opRecordTtlMs, redisScript } from "../storage/redis-script.js";
+import { redisScript } from "../storage/redis-script.js";
 import { StoreFailure } from "../storage/store-failure.js";
 import { SAVE_PROJECTED } from "./redis-metadata.js";
 
@@ -51,6 +51,22 @@ return held
 `,
 });
 
+/** Shortest lifetime of a staging list past its last chunk: 10 s (see {@link stageTtlMs}). */
+export const STAGE_MIN_TTL_MS = 10_000;
+
+/**
+ * How long a staging list lives past its last chunk unless published, in
+ * milliseconds: twice `--store-timeout`, at least {@link STAGE_MIN_TTL_MS}.
+ * A Save's staging and publication are bounded by one `--store-timeout`
+ * (its wait in the line included), so a list its Save can still publish
+ * never expires; one left by a server that stopped mid-way goes soon after
+ * (it lived ten times `--store-timeout` before, as long as an operation
+ * record: 10 minutes of up to 64 MiB each with `--store-timeout 60s`).
+ */
+export function stageTtlMs(storeTimeoutMs: number): number {
+  return Math.max(STAGE_MIN_TTL_MS, 2 * storeTimeoutMs);
+}
+
 /** The failure of a Save whose staged chunks are gone: nothing was written. */
 function stageLost(): StoreFailure {
   return new StoreFailure("unreachable", "Redis lost the snapshot staged for this Save (its chunks expired before it was published); nothing was written");
@@ -58,14 +74,14 @@ function stageLost(): StoreFailure {
 
 /**
  * Stages `payload` in chunks into `stageKey` under operation `op`; returns
- * the number of chunks. The list lives ten times `--store-timeout` (at
- * least a minute) past its last chunk unless published. `goOn` runs
+ * the number of chunks. The list lives {@link stageTtlMs} past its last
+ * chunk unless published. `goOn` runs
  * before every chunk after the first; what it throws stops the staging.
  *
  * @throws StoreFailure when Redis fails (see RedisOperation), or {@link stageLost}.
  */
 async function stagePayload(op: RedisOperation, ops: RedisOperations, stageKey: string, payload: Buffer, goOn: () => void): Promise<number> {
-  const ttl = opRecordTtlMs(ops.timeoutMs);
+  const ttl = stageTtlMs(ops.timeoutMs);
   let index = 0;
   for (let at = 0; at < payload.byteLength; at += REDIS_CHUNK_BYTES, index++) {
     if (index > 0) goOn();
