@@ -188,6 +188,9 @@ async function pageMetadata(store: SessionStore, req: PageSessionMetadataRequest
  *   before answering.
  * - Create: as Save, but ALREADY_EXISTS (nothing changed, no generation
  *   bumped) when the id exists.
+ * - Save and Create over 1 MiB whose caller has gone (cancelled, or past its
+ *   deadline) before the payload was published are given up, nothing
+ *   written ({@link callerGone}).
  * - Save and Create give a large request's memory back for the next large
  *   request (common/spare-payload-memory.ts `spareRequestMemory`) once the
  *   store has answered: the store resolves only after its projection and
