@@ -86,6 +86,11 @@ export class RedisSessionStore implements SessionStore {
       };
       const saved = () => saveSnapshot(op, this.ops, this.keys, write, { sessionId, format: snapshot.format, payload, mode }, goOn);
       if (payload.byteLength <= INLINE_PAYLOAD_BYTES) return (await saved()) === 1;
+      if (mode === "create" && (await this.ops.read((r) => r.hexists(this.keys.snapshot(sessionId), "modified_us"))) === 1) {
+        // As on SQLite: a large Create of an existing id is answered before anything is staged (the script checks again when it publishes).
+        await projected;
+        return false;
+      }
       const late = (ahead: number) =>
         new StoreFailure("unreachable", `Redis did not take this Save's ${payload.byteLength} bytes within ${this.ops.timeoutMs} ms (--store-timeout): it waited behind ${ahead} large Saves of this server staging one at a time; nothing was written`);
       return (await this.line.run(op.remainingMs(), saved, late, signal)) === 1;

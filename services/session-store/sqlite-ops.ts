@@ -148,6 +148,8 @@ export const sessionStoreOps = {
     if (ctx.readBytes < UNLIMITED_READ_BYTES) throw new NeedsWorker();
     return db.transaction(() => loadWhole(db, a.sessionId))();
   }),
+  /** Whether the session has a snapshot (a large Create's check before it stages anything). */
+  "session.exists": inlineReadOp((db, a: { sessionId: string }): boolean => statement<[string], { one: number }>(db, `SELECT 1 AS one FROM sessions WHERE session_id = ?`).get(a.sessionId) !== undefined),
   /** One page of List: ids in byte order strictly after `after` (keyset over the primary key). */
   "session.listPage": readOp((db, a: { after: string | undefined }): Page<StoredSessionInfo, string> => {
     const rows =

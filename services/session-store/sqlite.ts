@@ -59,6 +59,13 @@ export class SqliteSessionStore implements SessionStore {
     const run = new ProjectionRun(source);
     const size = snapshot.payload.byteLength;
     if (size <= STAGE_BYTES) return this.dropAfter(await this.db.call(op, { sessionId, snapshot, projection: await run.start() }));
+    if (op === "session.create" && (await this.db.call("session.exists", { sessionId }))) {
+      // Answered before anything is staged (and checked again when published): a large Create of an existing id neither holds
+      // the staging line nor runs out of --store-timeout staging a payload that cannot be stored (wire-contract.md 2.5: ALREADY_EXISTS).
+      // The projection still runs, so a payload it refuses is refused as such, as for a small Create.
+      await run.start();
+      return { written: false, garbage: undefined };
+    }
     let blobId: number;
     try {
       blobId = await this.stage(snapshot.payload, run, signal);

@@ -220,6 +220,30 @@ async function expectGoneSavesGivenUp(server: ServerProcess, hold: () => Promise
   expect(same((await sessions.load({ sessionId: "after-gone" })).snapshot?.payload, after)).toBe(true);
 }
 
+/**
+ * A Create over 1 MiB of an id that exists is answered ALREADY_EXISTS before
+ * it stages anything (wire-contract.md section 2.5; a fresh-eyes run: of 8
+ * concurrent 60 MiB Creates of an existing id, 5 ran out of
+ * `--store-timeout` staging a payload that could not be stored, answered
+ * UNAVAILABLE, and held up the staging line meanwhile). With the store's
+ * writes held (`hold`, as for {@link expectHeldSaveKeepsItsBytes}), four
+ * such Creates side by side are all answered ALREADY_EXISTS, and the
+ * snapshot is unchanged.
+ */
+async function expectLargeCreateOfExistingIdRefusedAtOnce(server: ServerProcess, hold: () => Promise<() => Promise<void>>): Promise<void> {
+  const sessions = grpcClient(SessionStoreService, server.address);
+  const first = payload(2 * MiB, 60);
+  await sessions.save({ sessionId: "exists", snapshot: { format: FORMAT, payload: first } });
+  const release = await hold();
+  try {
+    const answers = await Promise.allSettled([0, 1, 2, 3].map((i) => sessions.create({ sessionId: "exists", snapshot: { format: FORMAT, payload: payload(16 * MiB, 61 + i) } }, { timeoutMs: 15_000 })));
+    for (const a of answers) expect(a.status === "rejected" ? (a.reason as { code?: Code }).code : "OK").toBe(Code.AlreadyExists);
+  } finally {
+    await release();
+  }
+  expect(same((await sessions.load({ sessionId: "exists" })).snapshot?.payload, first)).toBe(true);
+}
+
 const { SqliteDatabase } = (await import(pathToFileURL(join(dirname(MAIN), "../storage/sqlite-database.js")).href)) as typeof import("../../services/storage/sqlite-database.js");
 const { projectSnapshot } = (await import(pathToFileURL(join(dirname(MAIN), "../session-store/projection.js")).href)) as typeof import("../../services/session-store/projection.js");
 
@@ -533,6 +557,20 @@ describe("large writes on SQLite", () => {
     await waitFor(() => count().chunks === 0 && count().stages === 0, 10_000, "the given-up staging's chunks to be dropped");
   });
 
+  test("a large Create of an existing id is answered ALREADY_EXISTS before anything is staged, even while writes are held", async () => {
+    const path = tempFile();
+    const server = await serve(path);
+    await expectLargeCreateOfExistingIdRefusedAtOnce(server, async () => {
+      const other = new Database(path);
+      other.exec("BEGIN IMMEDIATE");
+      return async () => {
+        other.exec("ROLLBACK");
+        other.close();
+      };
+    });
+    expect(counter(path)().stages).toBe(0);
+  });
+
   test("large Saves whose callers have gone before they were published are given up: none is stored, their staging is removed", async () => {
     const path = tempFile();
     const server = await serve(path, ["--metrics-listen", "127.0.0.1:0"]);
@@ -642,6 +680,18 @@ describe("large writes on Redis", () => {
   test("large Saves one after another and side by side each store and project their own bytes (request memory reused only once its Save was written)", async () => {
     const server = await serve("reuse:");
     await expectLargeSavesKeepTheirOwnBytes(server.address);
+  });
+
+  test("a large Create of an existing id is answered ALREADY_EXISTS before anything is staged, even while writes are held", async () => {
+    const server = await serve("exists:");
+    await expectLargeCreateOfExistingIdRefusedAtOnce(server, async () => {
+      await inspect.call("CLIENT", "PAUSE", "20000", "WRITE");
+      return async () => {
+        await inspect.call("CLIENT", "UNPAUSE");
+      };
+    });
+    expect(await stages("exists:")).toEqual([]);
+    await server.kill();
   });
 
   test("large Saves whose callers have gone before they were published are given up: none is stored, their staging is removed", async () => {
