@@ -270,6 +270,15 @@ describe("large writes on SQLite", () => {
     const stages = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM session_stages");
     return () => ({ chunks: chunks.get()!.n, stages: stages.get()!.n });
   }
+  /** Holds the write lock of the file at `path` from another connection (the server's writer waits for it: busy_timeout); answers how to let it go. */
+  async function holdWriteLock(path: string): Promise<() => Promise<void>> {
+    const other = new Database(path);
+    other.exec("BEGIN IMMEDIATE");
+    return async () => {
+      other.exec("ROLLBACK");
+      other.close();
+    };
+  }
   /** Chunks a staged payload of `payload`'s length is written in (sqlite-blobs.ts CHUNK_BYTES). */
   const chunksOf = (payload: Buffer) => Math.ceil(payload.byteLength / CHUNK_BYTES);
 
@@ -560,14 +569,7 @@ describe("large writes on SQLite", () => {
   test("a large Create of an existing id is answered ALREADY_EXISTS before anything is staged, even while writes are held", async () => {
     const path = tempFile();
     const server = await serve(path);
-    await expectLargeCreateOfExistingIdRefusedAtOnce(server, async () => {
-      const other = new Database(path);
-      other.exec("BEGIN IMMEDIATE");
-      return async () => {
-        other.exec("ROLLBACK");
-        other.close();
-      };
-    });
+    await expectLargeCreateOfExistingIdRefusedAtOnce(server, () => holdWriteLock(path));
     expect(counter(path)().stages).toBe(0);
   });
 
@@ -577,14 +579,7 @@ describe("large writes on SQLite", () => {
     const count = counter(path);
     await expectGoneSavesGivenUp(
       server,
-      async () => {
-        const other = new Database(path);
-        other.exec("BEGIN IMMEDIATE");
-        return async () => {
-          other.exec("ROLLBACK");
-          other.close();
-        };
-      },
+      () => holdWriteLock(path),
       async () => count().stages + count().chunks,
     );
   });
@@ -592,15 +587,7 @@ describe("large writes on SQLite", () => {
   test("a large request arriving while a large Save waits for the write lock is joined in memory of its own; each Save stores its own bytes", async () => {
     const path = tempFile();
     const server = await serve(path, ["--metrics-listen", "127.0.0.1:0"]);
-    await expectHeldSaveKeepsItsBytes(server, async () => {
-      // Another process's write transaction: the server's writer waits for it (busy_timeout).
-      const other = new Database(path);
-      other.exec("BEGIN IMMEDIATE");
-      return async () => {
-        other.exec("ROLLBACK");
-        other.close();
-      };
-    });
+    await expectHeldSaveKeepsItsBytes(server, () => holdWriteLock(path));
   });
 });
 
@@ -625,6 +612,11 @@ describe("large writes on Redis", () => {
     return server;
   }
   const stages = (prefix: string) => inspect.keys(`${prefix}v2:session:*:stage:*`);
+  /** Makes redis-server hold every write command (scripts included) until let go; answers how to let go. */
+  const pauseWrites = async (): Promise<() => Promise<void>> => {
+    await inspect.call("CLIENT", "PAUSE", "20000", "WRITE");
+    return async () => void (await inspect.call("CLIENT", "UNPAUSE"));
+  };
 
   test("a Renew sent while a 64 MiB Save is being written is answered before the Save", async () => {
     const server = await serve("renew:");
@@ -684,12 +676,7 @@ describe("large writes on Redis", () => {
 
   test("a large Create of an existing id is answered ALREADY_EXISTS before anything is staged, even while writes are held", async () => {
     const server = await serve("exists:");
-    await expectLargeCreateOfExistingIdRefusedAtOnce(server, async () => {
-      await inspect.call("CLIENT", "PAUSE", "20000", "WRITE");
-      return async () => {
-        await inspect.call("CLIENT", "UNPAUSE");
-      };
-    });
+    await expectLargeCreateOfExistingIdRefusedAtOnce(server, pauseWrites);
     expect(await stages("exists:")).toEqual([]);
     await server.kill();
   });
@@ -698,12 +685,7 @@ describe("large writes on Redis", () => {
     const server = await serve("gone:", ["--metrics-listen", "127.0.0.1:0"]);
     await expectGoneSavesGivenUp(
       server,
-      async () => {
-        await inspect.call("CLIENT", "PAUSE", "20000", "WRITE");
-        return async () => {
-          await inspect.call("CLIENT", "UNPAUSE");
-        };
-      },
+      pauseWrites,
       async () => (await stages("gone:")).length,
     );
     await server.kill();
@@ -711,13 +693,7 @@ describe("large writes on Redis", () => {
 
   test("a large request arriving while a large Save's writes are paused is joined in memory of its own; each Save stores its own bytes", async () => {
     const server = await serve("held:", ["--metrics-listen", "127.0.0.1:0"]);
-    await expectHeldSaveKeepsItsBytes(server, async () => {
-      // redis-server holds every write command (scripts included) until unpaused.
-      await inspect.call("CLIENT", "PAUSE", "20000", "WRITE");
-      return async () => {
-        await inspect.call("CLIENT", "UNPAUSE");
-      };
-    });
+    await expectHeldSaveKeepsItsBytes(server, pauseWrites);
     // Its connections, which waited out the pause, must not reconnect during a later test that counts this redis-server's clients.
     await server.kill();
   });
