@@ -1,7 +1,7 @@
 import { indexScan, keysetScan, type IndexScan } from "../storage/index-scan.js";
 import type { SqliteDatabase } from "../storage/sqlite-database.js";
 import { processIdentity } from "../storage/process-identity.js";
-import { StoreFailure } from "../storage/store-failure.js";
+import { isStoreFailure, StoreFailure } from "../storage/store-failure.js";
 import { LargeWriteLine } from "../storage/large-write-line.js";
 import { ProjectionRun, type ProjectionSource } from "./projection-source.js";
 import { CHUNK_BYTES, STAGE_BYTES } from "./sqlite-blobs.js";
@@ -119,11 +119,13 @@ export class SqliteSessionStore implements SessionStore {
 
   /** {@link stage}'s writes, once its turn has come: the blob, then its chunks, until `deadline` (performance.now() milliseconds) or until `signal` aborts. */
   private async stageChunks(payload: Uint8Array, run: ProjectionRun, deadline: number, late: (staged: string) => StoreFailure, signal: AbortSignal | undefined): Promise<number> {
-    const blobId = await this.db.call("session.stage", { owner: OWNER });
     // Shared memory (a large gRPC request, grpc-message-joiner.ts) reaches the worker as is; other memory is copied into a buffer of its own that moves there.
     const shared = payload.buffer instanceof SharedArrayBuffer;
+    let blobId: number | undefined;
+    let at = 0;
     try {
-      for (let seq = 0, at = 0; at < payload.byteLength; seq++, at += CHUNK_BYTES) {
+      blobId = await this.db.call("session.stage", { owner: OWNER });
+      for (let seq = 0; at < payload.byteLength; seq++, at += CHUNK_BYTES) {
         if (seq > 0) run.throwIfFailed();
         signal?.throwIfAborted();
         if (performance.now() > deadline) throw late(`${at} staged`);
@@ -137,8 +139,10 @@ export class SqliteSessionStore implements SessionStore {
         await written;
       }
     } catch (err) {
-      this.abandon(blobId);
-      throw err;
+      if (blobId !== undefined) this.abandon(blobId);
+      // A staging write is never visible: one whose answer did not come in time (another process holding the write lock, say)
+      // left no snapshot a Load could see, so the Save says "nothing was written", not "it may still be committed".
+      throw isStoreFailure(err, "outcome_unknown") ? late(`${at} staged`) : err;
     }
     return blobId;
   }

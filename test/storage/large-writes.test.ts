@@ -566,6 +566,31 @@ describe("large writes on SQLite", () => {
     await waitFor(() => count().chunks === 0 && count().stages === 0, 10_000, "the given-up staging's chunks to be dropped");
   });
 
+  test("a large Save whose staging outlasts --store-timeout behind another process's write lock says nothing was written, and nothing is", async () => {
+    const path = tempFile();
+    const server = await serve(path, ["--store-timeout", "2s"]);
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const release = await holdWriteLock(path);
+    let answers: Array<PromiseSettledResult<unknown>>;
+    try {
+      // The small Save keeps the writer waiting on the lock (¾ of the timeout), so the staging write behind it runs past its deadline.
+      const small = sessions.save({ sessionId: "small", snapshot: { format: FORMAT, payload: payload(10 * 1024, 70) } });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      answers = await Promise.allSettled([small, sessions.save({ sessionId: "large", snapshot: { format: FORMAT, payload: payload(5 * MiB, 71) } })]);
+    } finally {
+      await release();
+    }
+    for (const a of answers) {
+      expect(a.status).toBe("rejected");
+      const err = (a as PromiseRejectedResult).reason as { code?: Code; rawMessage?: string };
+      expect(err.code).toBe(Code.Unavailable);
+      expect(err.rawMessage).toMatch(/nothing was written$/);
+    }
+    for (const sessionId of ["small", "large"]) await expectCode(sessions.load({ sessionId }), Code.NotFound, sessionId);
+    const count = counter(path);
+    await waitFor(() => count().stages === 0 && count().chunks === 0, 10_000, "the given-up staging to be removed");
+  });
+
   test("a large Create of an existing id is answered ALREADY_EXISTS before anything is staged, even while writes are held", async () => {
     const path = tempFile();
     const server = await serve(path);
