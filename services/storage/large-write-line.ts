@@ -23,9 +23,13 @@ export class LargeWriteLine {
    * and answers what it answers (or throws what it throws). A write whose
    * turn has not come within `waitMs` milliseconds does not run: `tooLate`
    * makes the error thrown instead, given the number of writes that were
-   * ahead of it when it joined; the line goes on without it. So does a
-   * write whose `signal` aborts before its turn (its caller has gone): it
-   * throws the signal's reason.
+   * ahead of it when it joined; the line goes on without it. A turn that
+   * comes only as `waitMs` runs out counts as not in time: the write would
+   * have no time left, and would fail saying its store did not answer
+   * (a fresh-eyes run saw `(no attempt made)` on Redis, `0 staged` on
+   * SQLite, for Saves that had only waited). A write whose `signal` aborts
+   * before its turn (its caller has gone) leaves the line too, throwing the
+   * signal's reason.
    *
    * @param waitMs longest wait for the turn, in milliseconds (≤ 0: only an immediate turn).
    * @param write the write, started when its turn comes.
@@ -35,6 +39,7 @@ export class LargeWriteLine {
    */
   async run<T>(waitMs: number, write: () => Promise<T>, tooLate: (ahead: number) => Error, signal?: AbortSignal): Promise<T> {
     signal?.throwIfAborted();
+    const joined = performance.now();
     const ahead = this.queued;
     const before = this.tail;
     let done!: () => void;
@@ -56,6 +61,10 @@ export class LargeWriteLine {
           ]);
     clearTimeout(timer);
     if (gone !== undefined) signal!.removeEventListener("abort", gone);
+    if (turn === true && ahead > 0 && performance.now() - joined >= waitMs) {
+      finish();
+      throw tooLate(ahead);
+    }
     if (turn !== true) {
       // The writes behind this one still wait for those before it.
       void before.then(finish);

@@ -7,7 +7,7 @@ import { LargeWriteLine } from "../../services/storage/large-write-line.js";
  * `--store-timeout` together, nearly staged).
  */
 describe("LargeWriteLine", () => {
-  beforeEach(() => void vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] }));
+  beforeEach(() => void vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] }));
   afterEach(() => void vi.useRealTimers());
 
   /** A write that logs its start and end and lasts until `finish` is called (or fails with `fail`). */
@@ -89,6 +89,25 @@ describe("LargeWriteLine", () => {
     expect(log, "c runs after a; b and d never run").toEqual(["start a", "end a", "start c"]);
     c!.finish();
     expect([await ra, await rc]).toEqual([{ ok: "a" }, { ok: "c" }]);
+    expect(line.length).toBe(0);
+  });
+
+  test("a turn that comes only as the wait runs out counts as too late: the write does not run with no time left", async () => {
+    const line = new LargeWriteLine();
+    const log: string[] = [];
+    const [a, b, c] = ["a", "b", "c"].map((n) => writeLogged(log, n));
+    const ra = settled(line.run(10_000, a!.write, tooLate));
+    // a ends at 500 ms, exactly when b's wait runs out.
+    setTimeout(() => a!.finish(), 500);
+    const rb = settled(line.run(500, b!.write, tooLate));
+    const rc = settled(line.run(10_000, c!.write, tooLate));
+    await vi.advanceTimersByTimeAsync(500);
+    expect(await ra).toEqual({ ok: "a" });
+    expect(await rb).toEqual({ err: "too late behind 1" });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(log, "b never runs; c goes next").toEqual(["start a", "end a", "start c"]);
+    c!.finish();
+    expect(await rc).toEqual({ ok: "c" });
     expect(line.length).toBe(0);
   });
 
