@@ -79,6 +79,9 @@ export class RedisSessionStore implements SessionStore {
       const config = await this.meta.config();
       const op = this.ops.begin();
       const write = projected.then((projection) => this.meta.write(config, sessionId, projection, op.id));
+      // Awaited by saveSnapshot, which may start only after a wait (the existence check of a large Create, the staging
+      // line): a projection refused meanwhile must not be an unhandled rejection, which ends the process.
+      write.catch(() => undefined);
       const payload = toBuffer(snapshot.payload);
       const goOn = () => {
         run.throwIfFailed();
