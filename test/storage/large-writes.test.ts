@@ -728,6 +728,33 @@ describe("large writes on Redis", () => {
     await server.kill();
   });
 
+  test("a large Save its projection refuses while it waits for its turn is refused INVALID_ARGUMENT, and the server goes on serving", async () => {
+    const server = await serve("waiting-refused:");
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const ahead = payload(4 * MiB, 80);
+    // A later "ID" member naming another session: the projection on the worker refuses it, while this Save waits behind the one ahead.
+    const text = Buffer.from(sessnap({ id: "behind", title: "t", messages: [{ role: "user", text: "y".repeat(2 * MiB) }] })).toString("utf8");
+    const refused = Buffer.from(`${text.slice(0, -1)},"ID":"theirs"}`);
+    const release = await pauseWrites();
+    let answers: Array<PromiseSettledResult<unknown>>;
+    try {
+      const first = sessions.save({ sessionId: "ahead", snapshot: { format: FORMAT, payload: ahead } });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const second = sessions.save({ sessionId: "behind", snapshot: { format: FORMAT, payload: refused } });
+      // Long enough for the projection to refuse it while it waits (a refusal left unhandled there ended the process).
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await release();
+      answers = await Promise.allSettled([first, second]);
+    } finally {
+      await release();
+    }
+    expect(answers[0]!.status).toBe("fulfilled");
+    expect(answers[1]!.status === "rejected" ? ((answers[1] as PromiseRejectedResult).reason as { code?: Code }).code : "OK").toBe(Code.InvalidArgument);
+    expect(same((await sessions.load({ sessionId: "ahead" })).snapshot?.payload, ahead)).toBe(true);
+    await expectCode(sessions.load({ sessionId: "behind" }), Code.NotFound);
+    await server.kill();
+  });
+
   test("large Saves whose callers have gone before they were published are given up: none is stored, their staging is removed", async () => {
     const server = await serve("gone:", ["--metrics-listen", "127.0.0.1:0"]);
     await expectGoneSavesGivenUp(
