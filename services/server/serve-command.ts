@@ -19,6 +19,9 @@ export const MIN_LEASE_TTL_MS = 100;
 /** Shortest `--store-timeout`, in milliseconds: the server's own store operations at start need more than that. */
 export const MIN_STORE_TIMEOUT_MS = 100;
 
+/** `--lease-ttl`'s lower bound, checked once per parse by one parser made here. */
+const parseLeaseDuration = parseDurationAtLeast(MIN_LEASE_TTL_MS, "a holder renews its lease before it expires, which takes a round trip");
+
 /**
  * Parses `--lease-ttl`: a duration (see {@link parseDuration}) of at least
  * {@link MIN_LEASE_TTL_MS} and at most 365 days, so that expiry arithmetic
@@ -27,7 +30,7 @@ export const MIN_STORE_TIMEOUT_MS = 100;
  * @throws InvalidArgumentError when the text is not a duration in that range.
  */
 export function parseLeaseTtl(text: string): number {
-  const value = parseDurationAtLeast(MIN_LEASE_TTL_MS, "a holder renews its lease before it expires, which takes a round trip")(text);
+  const value = parseLeaseDuration(text);
   if (value > MAX_LEASE_TTL_MS) throw new InvalidArgumentError(`a lease TTL of at most 365d is supported, got ${JSON.stringify(text)}`);
   return value;
 }
