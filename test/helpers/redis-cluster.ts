@@ -65,7 +65,8 @@ export interface SpawnedCluster {
   migrateSlot(slot: number, to: ClusterNode, options?: { batch?: number; between?: () => Promise<void> }): Promise<void>;
   /**
    * Waits until every running node reports `cluster_state:ok`, every slot has
-   * a running primary, and every running replica's link to its primary is up.
+   * a running primary, every running replica's link to its primary is up,
+   * and every running node's CLUSTER SLOTS lists every running node.
    */
   waitHealthy(timeoutMs?: number): Promise<void>;
   /** FLUSHALL on every primary (a fresh store for the next test). */
@@ -332,6 +333,13 @@ export async function spawnCluster(options: ClusterOptions = {}): Promise<Spawne
           views.add(roleView(parseNodes((await command(n, "CLUSTER", "NODES")) as string)));
         }
         if (views.size !== 1) return false;
+        // Clients learn the nodes from CLUSTER SLOTS, which leaves out a replica until its
+        // primary has heard (by gossip) that it synced: wait until every node lists every node.
+        const running = nodes.filter((x) => x.running).map((x) => x.port);
+        for (const n of nodes.filter((x) => x.running)) {
+          const listed = new Set(((await command(n, "CLUSTER", "SLOTS")) as unknown[][]).flatMap((range) => range.slice(2).map((node) => Number((node as unknown[])[1]))));
+          if (running.some((port) => !listed.has(port))) return false;
+        }
         // With every node running, every primary has its replicas back.
         if (nodes.every((x) => x.running)) {
           const view = lines.filter((l) => !l.flags.some((f) => f.startsWith("fail")));
