@@ -42,8 +42,11 @@ type ScriptArg = string | Buffer | Uint8Array | number;
  * Not safe to share between RPCs: the id and the deadline are the RPC's.
  */
 export class RedisOperation {
-  /** The operation id: 16 random hex characters. */
-  readonly id = randomHexId();
+  private ownId: string | undefined;
+  /** The operation id: 16 random hex characters, drawn on first use (a read never uses one). */
+  get id(): string {
+    return (this.ownId ??= randomHexId());
+  }
   private readonly started = performance.now();
   /** True once an attempt of a write may have reached Redis. */
   private maybeApplied = false;
