@@ -4,6 +4,10 @@ import type { SecureClientSessionOptions, ClientSessionOptions } from "node:http
 import type { Interceptor, Transport } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { DriverConfigError, parseTarget, type DriverTarget } from "./targets.js";
+import { decodeStringsVerbatim } from "../common/verbatim-utf8.js";
+
+// Answers keep their strings as the server sent them, a leading U+FEFF included.
+decodeStringsVerbatim();
 
 /**
  * Largest message sent or accepted: the harness's 64 MiB snapshot limit

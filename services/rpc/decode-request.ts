@@ -2,6 +2,10 @@ import { isUtf8 } from "node:buffer";
 import { fromBinary, ScalarType, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { invalidArgument } from "./errors.js";
+import { decodeStringsVerbatim } from "../../common/verbatim-utf8.js";
+
+// Session ids, owners and every other string are taken as sent, a leading U+FEFF included.
+decodeStringsVerbatim();
 
 const WIRE_TYPE_NAMES: Record<number, string> = {
   [WireType.Varint]: "varint",
