@@ -18,11 +18,24 @@ const GENERATION = /^[0-9a-f]{16}$/;
 const POSITION = /^[1-9][0-9]{0,15}$/;
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 const KEYS = ["g", "p", "s", "v"];
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+// A leading U+FEFF is kept, so JSON.parse refuses it: no cursor this driver issues starts with one.
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** True for a generation as this driver mints them: 16 lowercase hex characters. */
 export function isGeneration(text: string): boolean {
   return GENERATION.test(text);
+}
+
+/** The number of strings (keys and values) in `json`, a text JSON.parse accepted. */
+function jsonStringCount(json: string): number {
+  let count = 0;
+  for (let i = 0; i < json.length; i++) {
+    if (json[i] !== '"') continue;
+    count++;
+    // Skip to the string's closing quote, stepping over escapes.
+    for (i++; json[i] !== '"'; i++) if (json[i] === "\\") i++;
+  }
+  return count;
 }
 
 /**
@@ -34,7 +47,7 @@ export function isGeneration(text: string): boolean {
  *
  * @throws LogError `cursor_malformed` when the text is not canonical
  *   unpadded base64url, not UTF-8 JSON, not an object of exactly the four
- *   string fields v, s, g, p, has a version other than `cur/1`, names another
+ *   string fields v, s, g, p (each once), has a version other than `cur/1`, names another
  *   session, or has a generation or position this driver never issues.
  */
 export function decodeCursor(text: string, sessionId: string): CursorPosition | undefined {
@@ -44,12 +57,16 @@ export function decodeCursor(text: string, sessionId: string): CursorPosition | 
   // Reject spellings Buffer would tolerate (stray low bits in the last character).
   if (bytes.toString("base64url") !== text) throw cursorMalformed("not canonical base64url");
   let envelope: unknown;
+  let json: string;
   try {
-    envelope = JSON.parse(utf8.decode(bytes));
+    json = utf8.decode(bytes);
+    envelope = JSON.parse(json);
   } catch {
     throw cursorMalformed("not a JSON envelope");
   }
   if (typeof envelope !== "object" || envelope === null || Array.isArray(envelope)) throw cursorMalformed("not a JSON object");
+  // JSON.parse keeps the last of repeated keys; four string fields are exactly eight JSON strings.
+  if (jsonStringCount(json) !== 2 * KEYS.length) throw cursorMalformed("a field appears more than once");
   const fields = envelope as Record<string, unknown>;
   const keys = Object.keys(fields).sort();
   if (keys.length !== KEYS.length || keys.some((k, i) => k !== KEYS[i])) throw cursorMalformed("unexpected or missing fields");

@@ -15,7 +15,8 @@ import type { EventLogStore, NewRecord } from "./store.js";
 /** The only event format the harness writes (wire-contract.md section 3.3). */
 export const EVENT_FORMAT = "eventlog-json/1";
 
-const utf8 = new TextDecoder("utf-8");
+// A leading U+FEFF is kept, so a payload starting with one is not JSON (Go's encoding/json, the harness's reader, refuses it too).
+const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /**
  * More bytes than any cursor field takes in an answer (256 KiB): a cursor is

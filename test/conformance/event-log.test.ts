@@ -343,6 +343,9 @@ describe.each(conformanceBackends())("EventLogService on $name", (backend: TestB
         "position with a leading zero": encodeEnvelope({ ...real, p: "01" }),
         "position beyond the log": encodeEnvelope({ ...real, p: "2" }),
         "generation of the wrong shape": encodeEnvelope({ ...real, g: real.g.toUpperCase() }),
+        "a repeated field (the last one valid)": encodeEnvelope(`{"v":"cur/1","s":"${id}","g":"${real.g}","p":"9","p":"1"}`),
+        "a repeated field with the same value": encodeEnvelope(`{"v":"cur/1","s":"${id}","s":"${id}","g":"${real.g}","p":"1"}`),
+        "a byte order mark before the JSON": Buffer.from(`\ufeff${JSON.stringify(real)}`, "utf8").toString("base64url"),
       };
       for (const [name, cursor] of Object.entries(strict)) {
         await expectReason(readAfterAll(client, { sessionId: id, cursor }), Code.InvalidArgument, "cursor_malformed").catch((e: Error) => {
@@ -386,6 +389,8 @@ describe.each(conformanceBackends())("EventLogService on $name", (backend: TestB
       ["empty payload", { sessionId: "bad-append-4", event: { format: EVENT_FORMAT, payload: new Uint8Array() } }, "event.payload"],
       ["undecodable payload", { sessionId: "bad-append-5", event: { format: EVENT_FORMAT, payload: new TextEncoder().encode("{not json") } }, "event.payload"],
       ["non-object payload", { sessionId: "bad-append-6", event: { format: EVENT_FORMAT, payload: new TextEncoder().encode("[1,2]") } }, "event.payload"],
+      // Not JSON (RFC 8259 section 8.1): Go's encoding/json, the harness's reader, refuses it.
+      ["payload starting with a byte order mark", { sessionId: "bad-append-7", event: { format: EVENT_FORMAT, payload: new TextEncoder().encode('\ufeff{"seq":1}') } }, "event.payload"],
     ];
     test.each(badAppends)("Append rejects %s with INVALID_ARGUMENT naming the field and stores nothing", async (_label, req, field) => {
       await expectCode(client.append(req as never), Code.InvalidArgument, field);
