@@ -2,6 +2,7 @@ import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import type { DescMessage } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { decodeRequest } from "../rpc/decode-request.js";
+import { requireUtf8Json } from "../rpc/require-utf8-json.js";
 
 /**
  * Most bytes of a JSON message on the Connect listener (1 MiB): a request's
@@ -15,11 +16,21 @@ import { decodeRequest } from "../rpc/decode-request.js";
  */
 export const JSON_MESSAGE_BYTES = 1024 * 1024;
 
+/** How a request body is framed, the header naming its compression, and the check each of its messages gets. */
+type Framing = [RegExp, "whole" | "enveloped", string, (input: DescMessage, message: Uint8Array) => void];
+
 /** Binary content types of the Connect listener and how each frames its request (parameters left out). */
-const FRAMING: ReadonlyArray<[RegExp, "whole" | "enveloped", string]> = [
-  [/^application\/proto$/i, "whole", "content-encoding"],
-  [/^application\/connect\+proto$/i, "enveloped", "connect-content-encoding"],
-  [/^application\/grpc(-web)?(\+proto)?$/i, "enveloped", "grpc-encoding"],
+const FRAMING: readonly Framing[] = [
+  [/^application\/proto$/i, "whole", "content-encoding", decodeRequest],
+  [/^application\/connect\+proto$/i, "enveloped", "connect-content-encoding", decodeRequest],
+  [/^application\/grpc(-web)?(\+proto)?$/i, "enveloped", "grpc-encoding", decodeRequest],
+];
+
+/** JSON content types of the Connect listener: their text must be UTF-8 (connect-es would read other bytes as U+FFFD and go on). */
+const JSON_FRAMING: readonly Framing[] = [
+  [/^application\/json$/i, "whole", "content-encoding", requireUtf8Json],
+  [/^application\/connect\+json$/i, "enveloped", "connect-content-encoding", requireUtf8Json],
+  [/^application\/grpc(-web)?\+json$/i, "enveloped", "grpc-encoding", requireUtf8Json],
 ];
 
 /** The media type of a request's `content-type` header, without parameters (`application/json; charset=utf-8` → `application/json`); empty when absent. */
@@ -48,7 +59,9 @@ function jsonMediaType(type: string): boolean {
  *   answer INTERNAL "parse binary: ..."; compressed messages (gzip, br) are
  *   decompressed to check them, at most `maxMessageBytes`;
  * - a JSON request body over {@link JSON_MESSAGE_BYTES}: RESOURCE_EXHAUSTED
- *   naming the limit (JSON is parsed on the event loop).
+ *   naming the limit (JSON is parsed on the event loop);
+ * - JSON text that is not UTF-8: INVALID_ARGUMENT naming the field
+ *   (require-utf8-json.ts), where connect-es would read U+FFFD and go on.
  *
  * Every RPC served takes one request message, so the whole body is read
  * before anything is handed on (connect-es reads it whole too); it is then
@@ -70,11 +83,11 @@ export async function* checkedRequest(body: AsyncIterable<Uint8Array>, headers: 
     }
   }
   const whole = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length);
-  const framing = FRAMING.find(([type]) => type.test(contentType));
+  const framing = FRAMING.find(([type]) => type.test(contentType)) ?? JSON_FRAMING.find(([type]) => type.test(contentType));
   if (framing !== undefined) {
-    const [, shape, encodingHeader] = framing;
+    const [, shape, encodingHeader, check] = framing;
     const encoding = headers.get(encodingHeader) ?? "identity";
-    for (const message of messagesOf(whole, shape, encoding, maxMessageBytes)) decodeRequest(input, message);
+    for (const message of messagesOf(whole, shape, encoding, maxMessageBytes)) check(input, message);
   }
   yield whole;
 }

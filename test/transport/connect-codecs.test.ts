@@ -45,6 +45,37 @@ describe("the Connect listener's codecs", () => {
     expect(JSON.parse(got.body.toString())).toEqual({ code: "invalid_argument", message });
   });
 
+  /** A JSON text with the bytes ff fe where `at` stands in `template`: not UTF-8. */
+  const badJson = (template: string, at = "@") => {
+    const [before, after] = template.split(at);
+    return Buffer.concat([Buffer.from(before!, "utf8"), Buffer.from([0xff, 0xfe]), Buffer.from(after!, "utf8")]);
+  };
+  const sessnapPayload = Buffer.from(JSON.stringify({ id: "json-utf8" })).toString("base64");
+  test.each([
+    ["session_id", "application/json", {}, "Save", badJson(`{"sessionId":"json-@","snapshot":{"format":"sessnap-json/1","payload":"${sessnapPayload}"}}`)],
+    ["session_id (proto name as the key)", "application/json", {}, "Save", badJson(`{"session_id":"json-@","snapshot":{"format":"sessnap-json/1","payload":"${sessnapPayload}"}}`)],
+    ["snapshot.format", "application/json", {}, "Save", badJson(`{"sessionId":"json-utf8","snapshot":{"format":"sessnap-json/1@","payload":"${sessnapPayload}"}}`)],
+    ["session_id", "application/json", { "content-encoding": "gzip" }, "Save", gzipSync(badJson(`{"sessionId":"json-@","snapshot":{"format":"sessnap-json/1","payload":"${sessnapPayload}"}}`))],
+  ])("Connect unary JSON with invalid UTF-8 in %s (%s %j): INVALID_ARGUMENT naming the field, nothing stored", async (field, type, extra, method, body) => {
+    const got = await post(url("SessionStoreService", method), body, { "content-type": type, ...extra });
+    expect(got.status).toBe(400);
+    expect(JSON.parse(got.body.toString())).toEqual({ code: "invalid_argument", message: `${field.split(" ")[0]}: not valid UTF-8` });
+    expect((await grpcClient(SessionStoreService, server.address).list({})).sessions.map((s) => s.sessionId).filter((id) => id.startsWith("json-"))).toEqual([]);
+  });
+
+  test("invalid UTF-8 in a JSON key is INVALID_ARGUMENT too; so is JSON whose bad bytes are in no string", async () => {
+    const inKey = await post(url("SessionStoreService", "Load"), badJson(`{"session@Id":"x"}`), { "content-type": "application/json" });
+    expect(JSON.parse(inKey.body.toString())).toEqual({ code: "invalid_argument", message: "session\ufffd\ufffdId: not valid UTF-8" });
+    const outside = await post(url("SessionStoreService", "Load"), badJson(`{"sessionId":"x"}@`), { "content-type": "application/json" });
+    expect(JSON.parse(outside.body.toString())).toEqual({ code: "invalid_argument", message: "request: not valid UTF-8" });
+  });
+
+  test("Connect streaming JSON (ReadAfter) with invalid UTF-8: the end-of-stream message is invalid_argument naming the field", async () => {
+    const got = await post(url("EventLogService", "ReadAfter"), envelope(badJson(`{"sessionId":"e@"}`)), { "content-type": "application/connect+json" });
+    expect(got.status).toBe(200);
+    expect(JSON.parse(got.body.subarray(5).toString()).error).toEqual({ code: "invalid_argument", message: "session_id: not valid UTF-8" });
+  });
+
   test("gRPC-Web: grpc-status 3 naming the field", async () => {
     const got = await post(url("SessionStoreService", "Load"), envelope(badUtf8), { "content-type": "application/grpc-web+proto" });
     const trailer = got.body.toString("latin1");
