@@ -7,6 +7,7 @@ import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import type { TokenFile } from "./auth.js";
 import type { InflightBudget } from "./inflight-budget.js";
 import { ConnectCallBytes } from "./connect-call-bytes.js";
+import { framingStatus } from "./grpc-framing-status.js";
 
 /** What is checked before a request's body is read. */
 export interface AdmissionOptions {
@@ -31,7 +32,9 @@ export const GRPC_PREFIX_BYTES = 5;
  *   message's length prefix arrives, before the rest is read: when they do
  *   not fit, reading pauses (HTTP/2 flow control holds the client back) until
  *   there is room, or the call ends with RESOURCE_EXHAUSTED. They are given
- *   back when the call's stream closes.
+ *   back when the call's stream closes;
+ * - a body that does not hold exactly one request message ends
+ *   INVALID_ARGUMENT, not grpc-js's UNIMPLEMENTED (grpc-framing-status.ts).
  *
  * Must be the first interceptor: it reads the HTTP/2 stream grpc-js keeps on
  * its base call (an internal of grpc-js 1.14, pinned in package.json; the
@@ -52,6 +55,7 @@ export function grpcAdmission(options: AdmissionOptions): grpc.ServerInterceptor
             admit(metadata);
           },
         }),
+      sendStatus: (status, next) => next(framingStatus(status)),
     });
   };
 }
