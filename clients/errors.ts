@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { tlsHandshakeProblem } from "./tls-errors.js";
+import { http2HandshakeProblem } from "./http2-errors.js";
 
 /**
  * The ErrorInfo domain the clients trust (wire-contract.md section 3.7): a
@@ -258,8 +259,9 @@ function brokenTransport(ce: ConnectError): boolean {
  * - when the caller's `signal` is aborted, its reason (an AbortError or
  *   TimeoutError), never an infrastructure error (section 1);
  * - our own typed errors pass through;
- * - a failed TLS handshake is UNAVAILABLE, with a message naming the TLS
- *   problem and its fix (tls-errors.ts), as grpc-go reports it;
+ * - a failed TLS handshake, or a peer that does not speak HTTP/2, is
+ *   UNAVAILABLE, with a message naming the problem and its fix
+ *   (tls-errors.ts, http2-errors.ts), as grpc-go reports it;
  * - a connection or stream that broke under the call is UNAVAILABLE
  *   ({@link brokenTransport});
  * - a ConnectError goes through `map`, then UNIMPLEMENTED becomes
@@ -270,10 +272,10 @@ export function classify(err: unknown, operation: string, signal: AbortSignal | 
   if (signal?.aborted) return toAbortReason(signal);
   if (err instanceof DriverError) return err;
   const raw = ConnectError.from(err);
-  const tls = tlsHandshakeProblem(err);
+  const handshake = tlsHandshakeProblem(err) ?? http2HandshakeProblem(err);
   const ce =
-    tls !== undefined
-      ? new ConnectError(tls, Code.Unavailable, raw.metadata, undefined, raw)
+    handshake !== undefined
+      ? new ConnectError(handshake, Code.Unavailable, raw.metadata, undefined, raw)
       : brokenTransport(raw)
         ? new ConnectError(raw.rawMessage, Code.Unavailable, raw.metadata, undefined, raw)
         : raw;

@@ -1,6 +1,6 @@
 import { connect as netConnect, isIP } from "node:net";
 import { connect as tlsConnect } from "node:tls";
-import type { SecureClientSessionOptions, ClientSessionOptions } from "node:http2";
+import type { SecureClientSessionOptions, ClientSessionOptions, Http2Session, ClientHttp2Stream, ClientSessionRequestOptions, OutgoingHttpHeaders } from "node:http2";
 import type { Interceptor, Transport } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { DriverConfigError, parseTarget, type DriverTarget } from "./targets.js";
@@ -84,6 +84,29 @@ function bearer(token: string): Interceptor {
 }
 
 /**
+ * connect-node's session manager, with every HTTP/2 session it opens kept
+ * from ending the process. When the peer is no gRPC server (a Redis port, say),
+ * the session fails with a protocol error: the call in flight fails with it,
+ * then the manager drops its own error listener, and the session emits the
+ * error once more as it closes. With no listener left that `error` event
+ * would end the process with a stack trace after the one-line message.
+ */
+export class GuardedSessionManager extends Http2SessionManager {
+  private readonly guarded = new WeakSet<Http2Session>();
+
+  override async request(method: string, path: string, headers: OutgoingHttpHeaders, options: Omit<ClientSessionRequestOptions, "signal">): Promise<ClientHttp2Stream> {
+    const stream = await super.request(method, path, headers, options);
+    const session = stream.session;
+    if (session !== undefined && !this.guarded.has(session)) {
+      this.guarded.add(session);
+      // The calls on the session see its errors; this listener only keeps the last one from being unhandled.
+      session.on("error", () => undefined);
+    }
+    return stream;
+  }
+}
+
+/**
  * The driver connections of one process: one HTTP/2 connection (gRPC
  * protocol) per distinct target string, shared by every client whose target
  * is equal, as the harness shares one grpc-go ClientConn (section 6).
@@ -111,7 +134,7 @@ export class DriverConnections {
     const tls = this.options.tls;
     if (tls === undefined && !parsed.local) throw new CleartextRefusedError(target);
     const baseUrl = parsed.kind === "unix" ? `${tls ? "https" : "http"}://localhost` : tcpAuthority(parsed, tls !== undefined);
-    const manager = new Http2SessionManager(baseUrl, {}, sessionOptions(parsed, tls));
+    const manager = new GuardedSessionManager(baseUrl, {}, sessionOptions(parsed, tls));
     const transport = createGrpcTransport({
       baseUrl,
       sessionManager: manager,

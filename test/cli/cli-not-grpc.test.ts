@@ -1,0 +1,45 @@
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { createServer, type Server, type Socket } from "node:net";
+import { runCli } from "../helpers/cli.js";
+
+/**
+ * A CLI command pointed at a port where no gRPC server listens (a Redis
+ * port, an HTTP/1 server) fails with one line naming the problem, UNAVAILABLE
+ * as grpc-go says it, and exit code 1; the HTTP/2 session's closing error
+ * used to end the process with a Node stack trace after that line (found by a
+ * fresh-eyes run; clients/transport.ts GuardedSessionManager,
+ * clients/http2-errors.ts).
+ */
+describe("the CLI against a port that does not speak HTTP/2", () => {
+  let server: Server;
+  let address: string;
+  const sockets = new Set<Socket>();
+  beforeAll(async () => {
+    // Answers whatever arrives as Redis would answer an unknown command.
+    server = createServer((socket) => {
+      sockets.add(socket);
+      socket.on("data", () => socket.write("-ERR unknown command 'PRI', with args beginning with: \r\n"));
+      socket.on("error", () => undefined);
+      socket.on("close", () => sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const a = server.address() as { port: number };
+    address = `127.0.0.1:${a.port}`;
+  });
+  afterAll(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  test.each([
+    ["sessions list", (t: string) => ["sessions", "list", "--session-store-url", t]],
+    ["events read", (t: string) => ["events", "read", "s1", "--event-log-url", t]],
+    ["leases acquire", (t: string) => ["leases", "acquire", "s1", "--owner", "me", "--session-lease-url", t]],
+  ])("%s: one line, UNAVAILABLE, naming HTTP/2; exit 1", async (_label, args) => {
+    const out = await runCli(args(address));
+    const lines = out.stderr.trim().split("\n");
+    expect(lines, out.stderr).toHaveLength(1);
+    expect(lines[0]).toContain("Unavailable: the driver did not answer in HTTP/2");
+    expect(out.code).toBe(1);
+  });
+});
