@@ -61,8 +61,9 @@ export class TokenFile {
    *   UNAUTHENTICATED (missing or malformed header, unknown token).
    */
   problem(authorization: string | undefined): string | undefined {
-    const m = authorization === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-    if (m === null) return "missing authorization: Bearer <token> metadata";
+    if (authorization === undefined) return "missing authorization: Bearer <token> metadata";
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (m === null) return "malformed authorization metadata: expected Bearer <token>, one token without spaces";
     const presented = digest(m[1]!);
     return this.digests.some((d) => timingSafeEqual(d, presented)) ? undefined : "unknown bearer token";
   }

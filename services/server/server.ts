@@ -3,6 +3,7 @@ import { createServer as createHttpServer, type IncomingMessage, type Server as 
 import { createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import { existsSync, lstatSync, unlinkSync } from "node:fs";
 import { connect, type Server as NetServer } from "node:net";
+import { dirname } from "node:path";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { openBackend, backendProblem, onBackendHealthChange, onDurabilityCheck, closeBackend, type BackendOptions, type Backend } from "../storage/backend.js";
 import { StartupError } from "../storage/redis-connection.js";
@@ -151,8 +152,14 @@ async function clearStaleSocket(addr: ListenAddress, flag: string): Promise<void
   unlinkSync(addr.path);
 }
 
-/** What to do about a listen error, for the startup line (`; ...`), or empty when there is nothing to add. */
-function listenRemedy(err: Error & { code?: string }, flag: string): string {
+/** What to do about a listen error on `addr`, for the startup line (`; ...`), or empty when there is nothing to add. */
+function listenRemedy(err: Error & { code?: string }, addr: ListenAddress, flag: string): string {
+  if (addr.kind === "unix") {
+    // Linux answers EACCES, not ENOENT, for a socket path whose directory is missing.
+    const dir = dirname(addr.path);
+    if (!existsSync(dir)) return `; its directory ${dir} does not exist: create it, or choose another ${flag}`;
+    if (err.code === "EACCES") return `; this user may not create files in ${dir}: choose a directory it can write, or another ${flag}`;
+  }
   if (err.code === "EADDRINUSE") return `; another process is listening there: stop it or choose another ${flag}`;
   if (err.code === "EACCES") return `; this user may not listen there: choose a port above 1023 or another ${flag}`;
   if (err.code === "EADDRNOTAVAIL") return `; no interface of this host has that address: choose one it has (127.0.0.1, 0.0.0.0) for ${flag}`;
@@ -168,7 +175,7 @@ function listenRemedy(err: Error & { code?: string }, flag: string): string {
 async function listenOn(server: NetServer, addr: ListenAddress, flag: string): Promise<string> {
   await clearStaleSocket(addr, flag);
   await new Promise<void>((resolve, reject) => {
-    server.once("error", (err) => reject(new StartupError(`cannot listen on ${flag} ${formatListenAddress(addr)}: ${err.message}${listenRemedy(err, flag)}`)));
+    server.once("error", (err) => reject(new StartupError(`cannot listen on ${flag} ${formatListenAddress(addr)}: ${err.message}${listenRemedy(err, addr, flag)}`)));
     if (addr.kind === "unix") server.listen(addr.path, () => resolve());
     else server.listen(addr.port, addr.host, () => resolve());
   });
@@ -305,7 +312,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     let metricsAddress: string | undefined;
     if (metricsAddr?.kind === "tcp") {
       const m = await metrics.listen(metricsAddr.host, metricsAddr.port, metricsTls).catch((err: Error) => {
-        throw new StartupError(`cannot listen on --metrics-listen ${formatListenAddress(metricsAddr)}: ${err.message}${listenRemedy(err, "--metrics-listen")}`);
+        throw new StartupError(`cannot listen on --metrics-listen ${formatListenAddress(metricsAddr)}: ${err.message}${listenRemedy(err, metricsAddr, "--metrics-listen")}`);
       });
       metricsAddress = formatListenAddress({ ...metricsAddr, port: m.port });
       cleanup.push(() => m.server.close());

@@ -194,10 +194,10 @@ describe("copy refuses odd flags, and leaves alone what is not its own", () => {
 describe("serve refuses a store holding an unfinished copy", () => {
   const progress = JSON.stringify({ version: 1, source: "sqlite:/somewhere/source.sqlite", phase: "copying", kind: "sessions", done: {} });
 
-  async function expectRefused(store: string): Promise<void> {
-    const r = await runCli(["serve", "--store", store, "--listen", "127.0.0.1:0"], { timeoutMs: 20_000 });
+  async function expectRefused(store: string, args: string[] = [], named = store): Promise<void> {
+    const r = await runCli(["serve", "--store", store, "--listen", "127.0.0.1:0", ...args], { timeoutMs: 20_000 });
     expect(r.code, r.stderr).toBe(2);
-    expect(r.stderr).toContain("holds an unfinished copy from sqlite:/somewhere/source.sqlite");
+    expect((JSON.parse(r.stderr) as { msg: string }).msg).toContain(`${named} holds an unfinished copy from sqlite:/somewhere/source.sqlite`);
     expect(r.stderr).toContain("--resume");
     expect(r.stderr).toContain("--replace");
     expect(r.stderr.trim().split("\n")).toHaveLength(1);
@@ -219,8 +219,12 @@ describe("serve refuses a store holding an unfinished copy", () => {
     const client = r0.client();
     await client.select(12);
     await client.set(new RedisKeys("mecatl-drivers:").copyProgress(), progress);
+    // Another store on the same Redis, under its own key prefix, is the one refused: the line names it.
+    await client.set(new RedisKeys("cp1:").copyProgress(), progress);
     client.disconnect();
-    await expectRefused(`redis://127.0.0.1:${r0.port}/12`);
+    const url = `redis://127.0.0.1:${r0.port}/12`;
+    await expectRefused(url, [], `${url} (key prefix "mecatl-drivers:")`);
+    await expectRefused(url, ["--redis-key-prefix", "cp1:"], `${url} (key prefix "cp1:")`);
   }, 30_000);
 
   test("Redis Cluster (key <prefix>v2:copy-progress)", async () => {
@@ -229,6 +233,6 @@ describe("serve refuses a store holding an unfinished copy", () => {
     const client = cluster.client();
     await client.set(new RedisKeys("mecatl-drivers:").copyProgress(), progress);
     client.disconnect();
-    await expectRefused(cluster.url);
+    await expectRefused(cluster.url, [], `${cluster.url} (key prefix "mecatl-drivers:")`);
   }, 60_000);
 });

@@ -104,6 +104,14 @@ describe("startup problems end with one line that says what to do, and a non-zer
       }
     });
 
+    test("a unix socket in a directory that does not exist: status 2, one line naming the directory, not ports", async () => {
+      const missing = join(dir, "no-such-dir");
+      const { code, stderr } = await runServeExpectingFailure(["--listen", `unix:${join(missing, "x.sock")}`, "--store", "sqlite::memory:"]);
+      expect(code).toBe(2);
+      expect(oneLine(stderr)).toContain(`its directory ${missing} does not exist: create it, or choose another --listen`);
+      expect(oneLine(stderr)).not.toContain("choose a port");
+    });
+
     test("a store that fails after the listeners are bound leaves no socket file behind", async () => {
       const socket = join(dir, "mine.sock");
       const { code, stderr } = await runServeExpectingFailure(["--listen", `unix:${socket}`, "--store", `redis://127.0.0.1:${await freePort()}`]);

@@ -32,7 +32,9 @@ export async function unfinishedCopySource(backend: Backend): Promise<string | u
 export async function refuseUnfinishedCopy(backend: Backend): Promise<void> {
   const source = await unfinishedCopySource(backend);
   if (source === undefined) return;
+  // Several stores can share one Redis under different --redis-key-prefix values: name the one refused.
+  const store = backend.kind === "redis" ? `${backend.description} (key prefix ${JSON.stringify(backend.keys.prefix)})` : backend.description;
   throw new StartupError(
-    `${backend.description} holds an unfinished copy from ${source} (only part of its records are here): finish it with \`mecatl-drivers copy --from <that store> --to <this store> --resume\`, or start over with --replace, before serving it`,
+    `${store} holds an unfinished copy from ${source} (only part of its records are here): finish it with \`mecatl-drivers copy --from <that store> --to <this store> --resume\`, or start over with --replace, before serving it`,
   );
 }
