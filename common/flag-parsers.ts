@@ -8,12 +8,15 @@ import ms from "ms";
 import bytes from "bytes";
 
 /**
- * Parses a duration flag such as `30s`, `500ms` or `2m` into milliseconds.
- *
- * @throws InvalidArgumentError (commander prints it; `serve` exits 2) when the
- *   text is not a positive duration.
+ * Longest duration a timer flag may ask for, in milliseconds: 2^31 − 1 (about
+ * 24.8 days). Node.js timers cannot wait longer: a longer delay fires after
+ * 1 ms, with only a warning, so `--store-timeout 30d` would time every
+ * operation out at once.
  */
-export function parseDuration(text: string): number {
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** A duration such as `30s`, `500ms` or `2m` in milliseconds, without an upper bound. @throws InvalidArgumentError when the text is not a positive duration. */
+function durationMs(text: string): number {
   const value = ms(text as ms.StringValue);
   if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
     throw new InvalidArgumentError(`expected a positive duration such as 30s, 500ms or 2m, got ${JSON.stringify(text)}`);
@@ -22,15 +25,33 @@ export function parseDuration(text: string): number {
 }
 
 /**
- * A parser of duration flags (see {@link parseDuration}) that refuses
- * durations shorter than `minMs` milliseconds, saying why (`reason`).
+ * Parses a duration flag such as `30s`, `500ms` or `2m` into milliseconds:
+ * at most {@link MAX_TIMER_MS}, since the server and the clients wait on
+ * every such duration with a timer.
  *
- * @throws InvalidArgumentError (from the parser) when the text is not a duration of at least `minMs`.
+ * @throws InvalidArgumentError (commander prints it; `serve` exits 2) when the
+ *   text is not a positive duration, or one longer than a timer can wait.
  */
-export function parseDurationAtLeast(minMs: number, reason: string): (text: string) => number {
+export function parseDuration(text: string): number {
+  return parseDurationAtLeast(1, "")(text);
+}
+
+/**
+ * A parser of duration flags (see {@link parseDuration}) that refuses
+ * durations shorter than `minMs` milliseconds, saying why (`reason`), and
+ * longer than `maxMs` (default {@link MAX_TIMER_MS}; a flag that no timer
+ * waits on, such as `--lease-ttl`, passes its own bound).
+ *
+ * @throws InvalidArgumentError (from the parser) when the text is not a duration from `minMs` to `maxMs`.
+ */
+export function parseDurationAtLeast(minMs: number, reason: string, maxMs = MAX_TIMER_MS): (text: string) => number {
   return (text) => {
-    const value = parseDuration(text);
+    const value = durationMs(text);
     if (value < minMs) throw new InvalidArgumentError(`expected at least ${ms(minMs)}: ${reason}; got ${JSON.stringify(text)}`);
+    if (value > maxMs) {
+      const why = maxMs === MAX_TIMER_MS ? " (2^31 - 1 ms, about 24.8 days: the longest a Node.js timer waits)" : "";
+      throw new InvalidArgumentError(`expected at most ${ms(Math.floor(maxMs / 86_400_000) * 86_400_000)}${why}, got ${JSON.stringify(text)}`);
+    }
     return value;
   };
 }

@@ -4,6 +4,7 @@ import { LeaseLedger, wallMs } from "./lease-ledger.js";
 import type { Violations } from "./model.js";
 import type { WorkloadStats } from "./stats.js";
 import { isOutage, OUTAGE_PAUSE_MS } from "./outage.js";
+import { MAX_TIMER_MS } from "../../common/flag-parsers.js";
 
 /**
  * One emulated harness process's leases: acquires them, renews each every
@@ -78,7 +79,8 @@ export class LeaseKeeper {
 
   private schedule(lease: Lease): void {
     const ttlMs = Math.max(30, Number(lease.expiry / 1_000_000n) - wallMs());
-    const timer = setTimeout(() => void this.renew(lease.sessionId), ttlMs / 3);
+    // A TTL of up to 365 days is allowed (--lease-ttl); no Node.js timer waits longer than MAX_TIMER_MS.
+    const timer = setTimeout(() => void this.renew(lease.sessionId), Math.min(ttlMs / 3, MAX_TIMER_MS));
     const previous = this.held.get(lease.sessionId);
     if (previous !== undefined) clearTimeout(previous.timer);
     this.held.set(lease.sessionId, { lease, timer });

@@ -185,6 +185,16 @@ describe("startup problems end with one line that says what to do, and a non-zer
     }
   });
 
+  test("a timer duration longer than a Node.js timer waits (2^31 - 1 ms) is refused, naming the flag; --lease-ttl, which no timer waits on, keeps its 365d bound (found by a fresh-eyes run: 30d acted as 1 ms)", async () => {
+    for (const args of [["--store-timeout", "25d"], ["--max-connection-age", "30d"], ["--shutdown-grace", "30d"], ["--keepalive-time", "1y"], ["--follow-poll-interval", "25d"]]) {
+      const { code, stderr } = await runServeExpectingFailure(["--store", "sqlite::memory:", ...args]);
+      expect(code).toBe(2);
+      expect(oneLine(stderr)).toContain(`option '${args[0]} <duration>' argument '${args[1]}' is invalid. expected at most 24d (2^31 - 1 ms`);
+    }
+    const server = await startServer(["--store", "sqlite::memory:", "--store-timeout", "24d", "--lease-ttl", "300d"]);
+    await server.stop();
+  });
+
   test("a memory budget too small for ordinary calls is refused, naming --max-inflight-bytes and the floor", async () => {
     for (const value of ["1KB", "1023KB"]) {
       const { code, stderr } = await runServeExpectingFailure(["--max-inflight-bytes", value]);
