@@ -8,6 +8,7 @@ import type { TokenFile } from "./auth.js";
 import type { InflightBudget } from "./inflight-budget.js";
 import { ConnectCallBytes } from "./connect-call-bytes.js";
 import { framingStatus } from "./grpc-framing-status.js";
+import { GRPC_PREFIX_BYTES, GrpcRequestWatch } from "./grpc-request-watch.js";
 
 /** What is checked before a request's body is read. */
 export interface AdmissionOptions {
@@ -15,11 +16,13 @@ export interface AdmissionOptions {
   auth?: TokenFile;
   /** The memory budget request bytes are taken from (`--max-inflight-bytes`). */
   budget: InflightBudget;
+  /** Largest message accepted, in bytes (a compressed request is checked to decompress to at most this). */
+  maxMessageBytes: number;
 }
 
 const HEALTH_PATH = `/${Health.typeName}/`;
-/** Bytes of the gRPC message prefix: a flag byte and a 4-byte big-endian length (charged with the request, see {@link grpcAdmission}). */
-export const GRPC_PREFIX_BYTES = 5;
+/** Bytes of the gRPC message prefix (see grpc-request-watch.ts). */
+export { GRPC_PREFIX_BYTES };
 
 /**
  * A grpc-js server interceptor that admits a call before its message is read
@@ -28,72 +31,44 @@ export const GRPC_PREFIX_BYTES = 5;
  * - authentication from the metadata alone: a call without a valid bearer
  *   token ends with UNAUTHENTICATED and its body is never buffered (grpc-js
  *   discards what still arrives); health is open;
- * - the request's bytes are taken from the in-flight budget as soon as the
- *   message's length prefix arrives, before the rest is read: when they do
- *   not fit, reading pauses (HTTP/2 flow control holds the client back) until
- *   there is room, or the call ends with RESOURCE_EXHAUSTED. They are given
- *   back when the call's stream closes;
+ * - the body is watched as it arrives (grpc-request-watch.ts): its bytes
+ *   are taken from the in-flight budget once the message's length prefix
+ *   arrives (reading pauses while there is no room, or the call ends with
+ *   RESOURCE_EXHAUSTED), and framing a client must not send (reserved flags,
+ *   a compressed mark without a compression, a message that does not
+ *   decompress, bytes after the one message) ends INVALID_ARGUMENT;
  * - a body that does not hold exactly one request message ends
  *   INVALID_ARGUMENT, not grpc-js's UNIMPLEMENTED (grpc-framing-status.ts).
  *
  * Must be the first interceptor: it reads the HTTP/2 stream grpc-js keeps on
- * its base call (an internal of grpc-js 1.14, pinned in package.json; the
- * budget tests in test/transport/inflight-budget.test.ts fail if it moves).
+ * its base call (see GrpcRequestWatch).
  */
 export function grpcAdmission(options: AdmissionOptions): grpc.ServerInterceptor {
   return (method, call) => {
     if (method.path.startsWith(HEALTH_PATH)) return new grpc.ServerInterceptingCall(call);
     const refuse = (err: ConnectError) => call.sendStatus({ code: err.code as number as grpc.status, details: err.rawMessage });
+    let watch: GrpcRequestWatch | undefined;
     return new grpc.ServerInterceptingCall(call, {
       start: (next) =>
         next({
           onReceiveMetadata: (metadata, admit) => {
             const problem = options.auth?.problem(metadata.get("authorization")[0] as string | undefined);
             if (problem !== undefined) return refuse(new ConnectError(problem, Code.Unauthenticated));
-            const stream = (call as unknown as { stream?: ServerHttp2Stream }).stream;
-            if (stream !== undefined) budgetRequest(stream, options.budget, refuse);
+            // grpc-js keeps the call's grpc-encoding on its base call and removes it from the metadata.
+            const { stream, incomingEncoding } = call as unknown as { stream?: ServerHttp2Stream; incomingEncoding?: string };
+            const encoding = incomingEncoding ?? "identity";
+            if (stream !== undefined) watch = new GrpcRequestWatch(stream, options.budget, encoding, options.maxMessageBytes, refuse);
             admit(metadata);
+          },
+          onReceiveHalfClose: (next) => {
+            const trailing = watch?.trailing();
+            if (trailing !== undefined) return refuse(trailing);
+            next();
           },
         }),
       sendStatus: (status, next) => next(framingStatus(status)),
     });
   };
-}
-
-/**
- * Takes the bytes of the one request message on `stream` from `budget` once
- * its length prefix has arrived; pauses the stream while waiting for room.
- */
-function budgetRequest(stream: ServerHttp2Stream, budget: InflightBudget, refuse: (err: ConnectError) => void): void {
-  let prefix: Buffer = Buffer.alloc(0);
-  let taken = 0;
-  const onData = (chunk: Buffer) => {
-    // The prefix nearly always comes whole in the first chunk; join pieces only when it does not.
-    prefix = prefix.length === 0 && chunk.length >= GRPC_PREFIX_BYTES ? chunk : Buffer.concat([prefix, chunk.subarray(0, GRPC_PREFIX_BYTES - prefix.length)]);
-    if (prefix.length < GRPC_PREFIX_BYTES) return;
-    stream.off("data", onData);
-    const bytes = GRPC_PREFIX_BYTES + prefix.readUInt32BE(1);
-    if (budget.tryTake(bytes)) {
-      taken = bytes;
-      return;
-    }
-    stream.pause();
-    budget.take(bytes, "request").then(
-      () => {
-        if (stream.closed) budget.release(bytes);
-        else {
-          taken = bytes;
-          stream.resume();
-        }
-      },
-      refuse,
-    );
-  };
-  stream.prependListener("data", onData);
-  stream.once("close", () => {
-    stream.off("data", onData);
-    if (taken > 0) budget.release(taken);
-  });
 }
 
 type AnyRequest = IncomingMessage | Http2ServerRequest;

@@ -272,7 +272,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const tracing = tracingWanted === undefined ? undefined : await startTracing(tracingWanted, logger);
   const metrics = new Metrics();
   const budget = new InflightBudget(options.maxInflightBytes, INFLIGHT_WAIT_MS, metrics.inflightBytes, { afterBytes: TRIM_AFTER_BYTES, trimmer: memoryTrimmer() });
-  const admission: AdmissionOptions = { auth, budget };
+  const admission: AdmissionOptions = { auth, budget, maxMessageBytes: MAX_MESSAGE_BYTES };
   const openStreams = new OpenStreams();
   joinGrpcMessagesOnArrival();
   sendFramedAnswersAsIs();

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { connect, constants } from "node:http2";
+import { gzipSync } from "node:zlib";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { SessionLeaseService } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
@@ -11,12 +12,12 @@ import { grpcClient } from "../helpers/clients.js";
 const prefix = (length: number) => Buffer.from([0, (length >>> 24) & 0xff, (length >>> 16) & 0xff, (length >>> 8) & 0xff, length & 0xff]);
 const framed = (message: Uint8Array) => Buffer.concat([prefix(message.length), message]);
 
-/** Posts `body` to `path` over HTTP/2 as a gRPC call and resolves to its grpc-status and grpc-message. */
-function rawCall(address: string, path: string, body: Buffer): Promise<{ status: string | undefined; message: string }> {
+/** Posts `body` to `path` over HTTP/2 as a gRPC call (with the `extra` headers) and resolves to its grpc-status and grpc-message. */
+function rawCall(address: string, path: string, body: Buffer, extra: Record<string, string> = {}): Promise<{ status: string | undefined; message: string }> {
   return new Promise((resolve, reject) => {
     const session = connect(`http://${address}`);
     session.on("error", reject);
-    const stream = session.request({ [constants.HTTP2_HEADER_METHOD]: "POST", [constants.HTTP2_HEADER_PATH]: path, "content-type": "application/grpc", te: "trailers" });
+    const stream = session.request({ [constants.HTTP2_HEADER_METHOD]: "POST", [constants.HTTP2_HEADER_PATH]: path, "content-type": "application/grpc", te: "trailers", ...extra });
     let headers: Record<string, unknown> = {};
     stream.on("response", (h) => (headers = h));
     stream.on("trailers", (t) => (headers = { ...headers, ...t }));
@@ -64,6 +65,54 @@ describe("gRPC bodies without exactly one request message", () => {
     // Nobody holds the lease: a third owner gets it.
     const lease = (await grpcClient(SessionLeaseService, server.address).acquire({ sessionId: "framing", owner: "third" })).lease;
     expect(lease?.owner).toBe("third");
+  });
+
+  const save = `/${SessionStoreService.typeName}/Save`;
+  const saveBytes = (sessionId: string) =>
+    toBinary(SessionStoreService.method.save.input, create(SessionStoreService.method.save.input, { sessionId, snapshot: { format: "sessnap-json/1", payload: Buffer.from(JSON.stringify({ id: sessionId })) } }));
+  const stored = async (sessionId: string) => (await grpcClient(SessionStoreService, server.address).list({})).sessions.some((s) => s.sessionId === sessionId);
+
+  test.each([
+    ["an empty second prefix", (m: Buffer) => Buffer.concat([m, prefix(0).subarray(0, 4)]), "4 bytes follow the request message"],
+    ["a second message cut short", (m: Buffer) => Buffer.concat([m, m.subarray(0, 9)]), "9 bytes follow the request message"],
+    ["one stray byte", (m: Buffer) => Buffer.concat([m, Buffer.from([0])]), "1 bytes follow the request message"],
+  ])("a whole Save followed by %s is INVALID_ARGUMENT and the Save is not applied", async (_label, body, message) => {
+    const id = `trailing-${message.split(" ")[0]}`;
+    const got = await rawCall(server.address, save, body(framed(saveBytes(id))));
+    expect(got).toEqual({ status: "3", message: `request: ${message}; this method takes one message` });
+    expect(await stored(id)).toBe(false);
+  });
+
+  test.each([
+    ["flags 0x02 (a reserved bit)", {}, (m: Uint8Array) => Buffer.concat([Buffer.from([2]), prefix(m.length).subarray(1), m]), "request: the message prefix's flags are 0x02; only 0 (plain) and 1 (compressed) exist"],
+    ["the compressed flag without grpc-encoding", {}, (m: Uint8Array) => Buffer.concat([Buffer.from([1]), prefix(m.length).subarray(1), m]), "request: the message is marked compressed, but the call names no compression (grpc-encoding)"],
+    [
+      "grpc-encoding gzip and bytes that are not gzip",
+      { "grpc-encoding": "gzip" },
+      (m: Uint8Array) => Buffer.concat([Buffer.from([1]), prefix(m.length).subarray(1), m]),
+      "request: the gzip-compressed message does not decompress (incorrect header check)",
+    ],
+    [
+      "grpc-encoding gzip and a gzip stream cut short",
+      { "grpc-encoding": "gzip" },
+      (m: Uint8Array) => {
+        const z = gzipSync(m).subarray(0, 12);
+        return Buffer.concat([Buffer.from([1]), prefix(z.length).subarray(1), z]);
+      },
+      "request: the gzip-compressed message does not decompress (unexpected end of file)",
+    ],
+  ])("a Save with %s is INVALID_ARGUMENT (not INTERNAL) and is not applied", async (label, headers, body, message) => {
+    const id = `flags-${label.length}`;
+    const got = await rawCall(server.address, save, body(saveBytes(id)), headers);
+    expect(got).toEqual({ status: "3", message });
+    expect(await stored(id)).toBe(false);
+  });
+
+  test("a gzip-compressed Save that decompresses is served", async () => {
+    const z = gzipSync(saveBytes("gzip-ok"));
+    const got = await rawCall(server.address, save, Buffer.concat([Buffer.from([1]), prefix(z.length).subarray(1), z]), { "grpc-encoding": "gzip" });
+    expect(got.status).toBe("0");
+    expect(await stored("gzip-ok")).toBe(true);
   });
 
   test("one whole message still works over the same raw path", async () => {

@@ -1,0 +1,127 @@
+import type { ServerHttp2Stream } from "node:http2";
+import { gunzipSync, inflateSync } from "node:zlib";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { InflightBudget } from "./inflight-budget.js";
+
+/** Bytes of the gRPC message prefix: a flag byte and a 4-byte big-endian length (charged with the request). */
+export const GRPC_PREFIX_BYTES = 5;
+
+/** The decoders of the compressions grpc-js accepts for requests (`grpc-encoding`). */
+const DECOMPRESS: Record<string, (data: Buffer, options: { maxOutputLength: number }) => Buffer> = { gzip: gunzipSync, deflate: inflateSync };
+
+const refusal = (problem: string) => new ConnectError(`request: ${problem}`, Code.InvalidArgument);
+
+/**
+ * Watches the body of one gRPC call on the HTTP/2 `stream` as it arrives,
+ * before grpc-js reads it (issue 10 deliverables 1 and 3; wire-contract.md
+ * section 1: a bad request is INVALID_ARGUMENT and changes nothing):
+ *
+ * - the request's bytes are taken from `budget` as soon as the message's
+ *   length prefix arrives, before the rest is read: when they do not fit,
+ *   reading pauses (HTTP/2 flow control holds the client back) until there
+ *   is room, or the call is refused RESOURCE_EXHAUSTED. They are given back
+ *   when the stream closes;
+ * - a prefix whose flags are not 0 or 1, or that marks the message
+ *   compressed while the call names no compression (`grpc-encoding`
+ *   absent or `identity`), is refused INVALID_ARGUMENT;
+ * - a compressed message that does not decompress is refused
+ *   INVALID_ARGUMENT before grpc-js, which would answer INTERNAL, tries;
+ * - {@link trailing} tells whether bytes followed the one message (grpc-js
+ *   drops a cut-short second message silently).
+ *
+ * Refusals go through `refuse`, which ends the call; grpc-js discards what
+ * still arrives. It reads the HTTP/2 stream grpc-js keeps on its base call
+ * (an internal of grpc-js 1.14, pinned in package.json; the budget tests in
+ * test/transport/inflight-budget.test.ts fail if it moves).
+ *
+ * @param encoding the call's `grpc-encoding` (`identity` when absent).
+ * @param maxMessageBytes largest message accepted, decompressed, in bytes.
+ */
+export class GrpcRequestWatch {
+  private prefix: Buffer = Buffer.alloc(0);
+  /** Bytes the prefix declares for the message, once it has arrived. */
+  private declared: number | undefined;
+  private received = 0;
+  private taken = 0;
+  /** The compressed message's bytes so far (prefix included), while it is being collected for its check. */
+  private compressed: Buffer[] | undefined;
+
+  constructor(
+    private readonly stream: ServerHttp2Stream,
+    private readonly budget: InflightBudget,
+    private readonly encoding: string,
+    private readonly maxMessageBytes: number,
+    private readonly refuse: (err: ConnectError) => void,
+  ) {
+    stream.prependListener("data", this.onData);
+    stream.once("close", () => {
+      stream.off("data", this.onData);
+      if (this.taken > 0) budget.release(this.taken);
+    });
+  }
+
+  /** A refusal for the bytes after the one request message, or undefined when the body held no more than it. */
+  trailing(): ConnectError | undefined {
+    const whole = this.declared === undefined ? undefined : GRPC_PREFIX_BYTES + this.declared;
+    if (whole === undefined || this.received <= whole) return undefined;
+    return refusal(`${this.received - whole} bytes follow the request message; this method takes one message`);
+  }
+
+  private readonly onData = (chunk: Buffer) => {
+    this.received += chunk.length;
+    if (this.compressed !== undefined) return this.collect(chunk);
+    if (this.declared !== undefined) return;
+    // The prefix nearly always comes whole in the first chunk; join pieces only when it does not.
+    this.prefix = this.prefix.length === 0 && chunk.length >= GRPC_PREFIX_BYTES ? chunk : Buffer.concat([this.prefix, chunk.subarray(0, GRPC_PREFIX_BYTES - this.prefix.length)]);
+    if (this.prefix.length < GRPC_PREFIX_BYTES) return;
+    const flags = this.prefix[0]!;
+    this.declared = this.prefix.readUInt32BE(1);
+    if (flags > 1) return this.refuse(refusal(`the message prefix's flags are 0x${flags.toString(16).padStart(2, "0")}; only 0 (plain) and 1 (compressed) exist`));
+    if (flags === 1 && this.encoding === "identity") {
+      return this.refuse(refusal("the message is marked compressed, but the call names no compression (grpc-encoding)"));
+    }
+    this.take(GRPC_PREFIX_BYTES + this.declared);
+    if (flags === 1 && DECOMPRESS[this.encoding] !== undefined) {
+      this.compressed = [];
+      this.collect(chunk);
+    }
+  };
+
+  /** Adds `chunk` (whose bytes count in {@link received} already) to the compressed message; checks it once whole. */
+  private collect(chunk: Buffer): void {
+    this.compressed!.push(chunk);
+    const whole = GRPC_PREFIX_BYTES + this.declared!;
+    if (this.received < whole) return;
+    const parts = this.compressed!;
+    this.compressed = undefined;
+    // The chunks collected start with the one that completed the prefix, which may hold prefix bytes only in part.
+    const start = this.received - parts.reduce((n, p) => n + p.length, 0);
+    const message = Buffer.concat(parts).subarray(GRPC_PREFIX_BYTES - start, whole - start);
+    try {
+      DECOMPRESS[this.encoding]!(message, { maxOutputLength: this.maxMessageBytes });
+    } catch (err) {
+      // Too large decompressed: grpc-js refuses it RESOURCE_EXHAUSTED in its own words.
+      if ((err as { code?: string }).code === "ERR_BUFFER_TOO_LARGE") return;
+      this.refuse(refusal(`the ${this.encoding}-compressed message does not decompress (${(err as Error).message})`));
+    }
+  }
+
+  /** Takes `bytes` from the budget, pausing the stream while it waits for room. */
+  private take(bytes: number): void {
+    if (this.budget.tryTake(bytes)) {
+      this.taken = bytes;
+      return;
+    }
+    this.stream.pause();
+    this.budget.take(bytes, "request").then(
+      () => {
+        if (this.stream.closed) this.budget.release(bytes);
+        else {
+          this.taken = bytes;
+          this.stream.resume();
+        }
+      },
+      this.refuse,
+    );
+  }
+}
