@@ -127,10 +127,10 @@ export async function forEachId(ids: string[], flags: CommonFlags, url: UrlFlag,
   process.exitCode = EXIT_FAILURE;
 }
 
-/** Commander parser for a whole number ≥ 0. */
+/** Commander parser for a whole number from 0 to 2^31 − 1. @throws InvalidArgumentError (a usage error, exit 2) for anything else. */
 export function parseCount(text: string): number {
   const n = Number(text);
-  if (!Number.isInteger(n) || n < 0 || n > 2 ** 31 - 1) throw new InvalidArgumentError(`expected a whole number, got ${JSON.stringify(text)}`);
+  if (!Number.isInteger(n) || n < 0 || n > 2 ** 31 - 1) throw new InvalidArgumentError(`expected a whole number from 0 to 2147483647, got ${JSON.stringify(text)}`);
   return n;
 }
 

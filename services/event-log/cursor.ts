@@ -65,12 +65,12 @@ export function decodeCursor(text: string, sessionId: string): CursorPosition | 
     throw cursorMalformed("not a JSON envelope");
   }
   if (typeof envelope !== "object" || envelope === null || Array.isArray(envelope)) throw cursorMalformed("not a JSON object");
-  // JSON.parse keeps the last of repeated keys; four string fields are exactly eight JSON strings.
-  if (jsonStringCount(json) !== 2 * KEYS.length) throw cursorMalformed("a field appears more than once");
   const fields = envelope as Record<string, unknown>;
   const keys = Object.keys(fields).sort();
   if (keys.length !== KEYS.length || keys.some((k, i) => k !== KEYS[i])) throw cursorMalformed("unexpected or missing fields");
   if (KEYS.some((k) => typeof fields[k] !== "string")) throw cursorMalformed("every field must be a string");
+  // JSON.parse keeps the last of repeated keys; four string fields are exactly eight JSON strings.
+  if (jsonStringCount(json) !== 2 * KEYS.length) throw cursorMalformed("a field appears more than once");
   const { v, s, g, p } = fields as Record<"v" | "s" | "g" | "p", string>;
   if (v !== CURSOR_VERSION) throw cursorMalformed(`unknown version ${JSON.stringify(v)}`);
   if (s !== sessionId) throw cursorMalformed("issued for another session");

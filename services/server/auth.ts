@@ -6,6 +6,8 @@ import type { Logger } from "./logger.js";
  * Bearer tokens accepted by the server, read from `--auth-token-file` (one
  * token per line; blank lines and lines starting with `#` are ignored). The
  * file is re-read when it changes, so tokens rotate without a restart. A
+ * line holding a space inside its token is an error (no header could carry
+ * it), at start and on a re-read alike. A
  * re-read that finds no token (the file emptied, or only comments) accepts
  * none: every call but health is refused until a token is back, so emptying
  * the file revokes every token at once (issue 14; fail closed). A re-read
@@ -36,7 +38,7 @@ export class TokenFile {
     });
   }
 
-  /** The digests of the tokens in the file (none for a file without one). @throws Error naming the file when it cannot be read. */
+  /** The digests of the tokens in the file (none for a file without one). @throws Error naming the file when it cannot be read, or the line when one holds a space inside a token. */
   private static read(path: string): Buffer[] {
     let text: string;
     try {
@@ -44,10 +46,14 @@ export class TokenFile {
     } catch (err) {
       throw new Error(`cannot read --auth-token-file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
-    const tokens = text
-      .split(/\r?\n/)
-      .map((l) => l.trim())
-      .filter((l) => l !== "" && !l.startsWith("#"));
+    const tokens: string[] = [];
+    for (const [i, raw] of text.split(/\r?\n/).entries()) {
+      const line = raw.trim();
+      if (line === "" || line.startsWith("#")) continue;
+      // A header carries one token without spaces (Bearer <token>): such a line could never match.
+      if (/\s/.test(line)) throw new Error(`--auth-token-file ${path} line ${i + 1} holds a space inside a token; put one token per line`);
+      tokens.push(line);
+    }
     return tokens.map(digest);
   }
 

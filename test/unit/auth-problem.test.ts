@@ -28,3 +28,8 @@ test.each([
 ])("UNAUTHENTICATED's reason for %s says what is wrong (wire-contract section 6)", (_label, header, reason) => {
   expect(tokens.problem(header)).toBe(reason);
 });
+
+test("a token file line with a space inside its token is refused, naming the line (no header could carry it)", () => {
+  writeFileSync(join(dir, "spaced"), "# tokens\ntok-1\ntok-a tok-b\n");
+  expect(() => new TokenFile(join(dir, "spaced"), { info: () => undefined, warn: () => undefined } as unknown as Logger)).toThrow(`--auth-token-file ${join(dir, "spaced")} line 3 holds a space inside a token; put one token per line`);
+});
