@@ -146,12 +146,20 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
   // Status changes are observed through health, not thrown; the last error
   // explains a failed first connection better than ioredis's "Connection is closed".
   let lastError: Error | undefined;
-  redis.on("error", (err: Error) => (lastError = err));
+  // A reply ioredis cannot parse means the peer is no Redis; later errors ("Stream isn't writeable") only follow from it.
+  let notResp: Error | undefined;
+  redis.on("error", (err: Error) => {
+    lastError = err;
+    if (/Unknown RESP type|Protocol error/.test(err.message)) notResp ??= err;
+  });
   try {
     await redis.connect();
   } catch (err) {
     redis.disconnect();
     const cause = lastError ?? (err as Error);
+    if (notResp !== undefined) {
+      throw new StartupError(`the server at ${target.host}:${target.port} does not speak the Redis protocol (${notResp.message}); check the address in --store`);
+    }
     if (credentialsRefused(cause.message)) {
       throw new StartupError(`Redis at ${target.host}:${target.port} refused the credentials (${cause.message}); check --redis-username-file and --redis-password-file`);
     }

@@ -195,6 +195,24 @@ describe("startup problems end with one line that says what to do, and a non-zer
     await server.stop();
   });
 
+  test("a --store address where something other than Redis answers is refused saying so, not as 'cannot reach' with ioredis's internals (found by a fresh-eyes run)", async () => {
+    // Answers as an HTTP/2 server would: a SETTINGS frame, whatever arrives.
+    const other = createServer((socket) => {
+      socket.on("error", () => undefined);
+      socket.on("data", () => socket.write(Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0])));
+    });
+    await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = other.address() as AddressInfo;
+      const { code, stderr } = await runServeExpectingFailure(["--store", `redis://127.0.0.1:${port}`]);
+      expect(code).toBe(2);
+      expect(oneLine(stderr)).toContain(`the server at 127.0.0.1:${port} does not speak the Redis protocol (`);
+      expect(oneLine(stderr)).not.toContain("enableOfflineQueue");
+    } finally {
+      other.close();
+    }
+  });
+
   test("a memory budget too small for ordinary calls is refused, naming --max-inflight-bytes and the floor", async () => {
     for (const value of ["1KB", "1023KB"]) {
       const { code, stderr } = await runServeExpectingFailure(["--max-inflight-bytes", value]);
