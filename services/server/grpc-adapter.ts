@@ -279,7 +279,7 @@ async function runServerStream(
 }
 
 function shuttingDown(): ConnectError {
-  return new ConnectError("the server is shutting down; resume from the last cursor on another instance", Code.Unavailable);
+  return new ConnectError("the server is shutting down; reconnect to another instance (a follow stream resumes from its last cursor)", Code.Unavailable);
 }
 
 /** Waits until the stream drains, or the call is cancelled or shut down. */

@@ -19,7 +19,7 @@ export class Metrics {
   /** Finished RPCs by service, method and gRPC status code name. */
   readonly rpcs = new Counter({
     name: "mecatl_drivers_rpcs_total",
-    help: "Finished RPCs by service, method and status code",
+    help: "Finished RPCs that reached their method, by service, method and status code (calls refused by authentication or request decoding are not counted)",
     labelNames: ["service", "method", "code"] as const,
     registers: [this.registry],
   });

@@ -367,6 +367,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         closing = true;
         health.setAll(ServingStatus.NOT_SERVING);
         stopAccepting();
+        // One turn of the event loop first, so that every health Watch sends its NOT_SERVING before its stream ends.
+        await new Promise((resolve) => setImmediate(resolve));
         openStreams.shutdown();
         await new Promise<void>((resolve) => {
           const timer = setTimeout(() => {

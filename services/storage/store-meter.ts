@@ -11,6 +11,17 @@ import type { KindSize } from "./store-kinds.js";
 type Measured = { kind: "sqlite"; db: SqliteDatabase } | { kind: "redis"; redis: RedisClient; keys: RedisKeys };
 
 /**
+ * How long `stats` waits on a silent Redis, in milliseconds: a connection
+ * with a command in flight that receives nothing for this long is taken for
+ * dead, and the command fails (ioredis `socketTimeout`, as `--store-timeout`
+ * sets it for `serve`). Without it, a Redis that accepts the connection and
+ * never answers (stopped with SIGSTOP, or another program) held `stats`
+ * forever. Each of its reads is one page of a scan, answered in milliseconds
+ * even by a busy server.
+ */
+export const METER_STORE_TIMEOUT_MS = 10_000;
+
+/**
  * Measures a store's size per kind (issue 14: the `mecatl_drivers_store_*`
  * metrics and `mecatl-drivers stats`). On SQLite it reads through a
  * read-only connection of its own on a worker thread of its own, so the
@@ -57,7 +68,7 @@ export class StoreMeter {
       }
     }
     if (isRedisStoreUrl(store)) {
-      const redis = await connectRedisClient({ ...options.redis, durability: "relaxed", url: store });
+      const redis = await connectRedisClient({ ...options.redis, durability: "relaxed", url: store, storeTimeoutMs: METER_STORE_TIMEOUT_MS });
       const keys = new RedisKeys(options.redisKeyPrefix ?? "mecatl-drivers:");
       return new StoreMeter({ kind: "redis", redis, keys }, () => closeRedisClient(redis));
     }

@@ -43,3 +43,35 @@ describe("the CLI against a port that does not speak HTTP/2", () => {
     expect(out.code).toBe(1);
   });
 });
+
+/**
+ * `stats` against a Redis that accepts the connection and never answers
+ * (stopped with SIGSTOP, or another program) fails within its time limit
+ * (services/storage/store-meter.ts METER_STORE_TIMEOUT_MS, 10 s) with one
+ * line and exit code 2; it used to wait forever (found by a fresh-eyes run).
+ */
+describe("stats against a Redis that never answers", () => {
+  let silent: Server;
+  const held = new Set<Socket>();
+  beforeAll(async () => {
+    silent = createServer((socket) => {
+      held.add(socket);
+      socket.on("error", () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+  });
+  afterAll(async () => {
+    for (const s of held) s.destroy();
+    await new Promise((resolve) => silent.close(resolve));
+  });
+
+  test("fails with one line naming the silence, exit 2, within its 10 s limit", async () => {
+    const { port } = silent.address() as { port: number };
+    const started = Date.now();
+    const out = await runCli(["stats", "--store", `redis://127.0.0.1:${port}`], { timeoutMs: 40_000 });
+    expect(out.code, out.stderr).toBe(2);
+    expect(out.stderr.trim().split("\n")).toHaveLength(1);
+    expect(out.stderr).toContain(`cannot reach Redis at 127.0.0.1:${port}: Socket timeout`);
+    expect(Date.now() - started).toBeLessThan(40_000);
+  }, 60_000);
+});

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
-import { Health } from "../../gen/grpc/health/v1/health_pb.js";
+import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { startServer } from "../helpers/server.js";
 import { grpcClient, grpcClientWithSentSignal } from "../helpers/clients.js";
 import { METRICS_FLAGS, rpcsInFlight } from "../helpers/metrics.js";
@@ -16,16 +16,16 @@ describe("graceful shutdown on SIGTERM", () => {
     const store = `sqlite:${join(mkdtempSync(join(tmpdir(), "mecatl-shutdown-")), "db.sqlite")}`;
     const server = await startServer(["--store", store, ...METRICS_FLAGS]);
     const { client, sent } = grpcClientWithSentSignal(SessionStoreService, server.address);
+    const watched: number[] = [];
     const streamEnd = (async () => {
       try {
-        for await (const _ of grpcClient(Health, server.address).watch({ service: "" })) {
-          // keep reading until the server ends the stream
-        }
+        for await (const r of grpcClient(Health, server.address).watch({ service: "" })) watched.push(r.status);
         return "clean end";
       } catch (err) {
         return Code[ConnectError.from(err).code];
       }
     })();
+    await waitFor(() => watched.length > 0, 10_000, "the Watch's first status");
     const payload = randomBytes(48 * 1024 * 1024);
     let answered = false;
     const saving = client.save({ sessionId: "in-flight", snapshot: { format: "sessnap-json/1", payload } }).finally(() => (answered = true));
@@ -39,6 +39,8 @@ describe("graceful shutdown on SIGTERM", () => {
     await saving;
     expect(await exit).toBe(0);
     expect(await streamEnd).toBe("Unavailable");
+    // A Watch hears NOT_SERVING before its stream ends (found by a fresh-eyes run: it ended with no word).
+    expect(watched).toEqual([ServingStatus.SERVING, ServingStatus.NOT_SERVING]);
     const again = await startServer(["--store", store]);
     try {
       const got = await grpcClient(SessionStoreService, again.address).load({ sessionId: "in-flight" });
