@@ -79,7 +79,7 @@ export async function* checkedRequest(body: AsyncIterable<Uint8Array>, headers: 
     chunks.push(chunk);
     length += chunk.byteLength;
     if (length > JSON_MESSAGE_BYTES && jsonMediaType(contentType)) {
-      throw new ConnectError(`request: a JSON request may be at most ${JSON_MESSAGE_BYTES} bytes on this listener; send larger ones in binary (application/proto) or over gRPC`, Code.ResourceExhausted);
+      throw new ConnectError(`request: a JSON request may be at most ${JSON_MESSAGE_BYTES} bytes on this listener, and this one has ${length} or more; send larger ones in binary (application/proto) or over gRPC`, Code.ResourceExhausted);
     }
   }
   const whole = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length);

@@ -140,7 +140,8 @@ export class Metrics {
   }
 
   /**
-   * Serves `/metrics` on `host:port`: plain HTTP, or HTTPS (TLS 1.2+) with
+   * Serves `/metrics` (GET or HEAD, query parameters ignored; other methods
+   * 405, other paths 404) on `host:port`: plain HTTP, or HTTPS (TLS 1.2+) with
    * `tls`, requiring a client certificate signed by `tls.clientCa` when given.
    *
    * @returns the server (already listening) and its bound port.
@@ -148,8 +149,13 @@ export class Metrics {
    */
   async listen(host: string, port: number, tls?: TlsMaterial): Promise<{ server: Server; port: number }> {
     const handler = (req: import("node:http").IncomingMessage, res: import("node:http").ServerResponse) => {
-      if (req.url !== "/metrics") {
+      // A scrape may carry query parameters (Prometheus `params:`); they change nothing here.
+      if (req.url?.split("?", 1)[0] !== "/metrics") {
         res.writeHead(404).end("not found; metrics are at /metrics\n");
+        return;
+      }
+      if (req.method !== "GET" && req.method !== "HEAD") {
+        res.writeHead(405, { allow: "GET, HEAD" }).end("metrics are read with GET\n");
         return;
       }
       this.registry.metrics().then(

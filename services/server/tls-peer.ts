@@ -19,7 +19,7 @@ export function explainPeerTlsError(err: NodeJS.ErrnoException, verifyError?: st
   const code = err.code ?? "";
   const text = `${code} ${err.message}`;
   if (/WRONG_VERSION_NUMBER|HTTP_REQUEST|UNKNOWN_PROTOCOL|PACKET_LENGTH_TOO_LONG|RECORD_LAYER_FAILURE|http request/i.test(text)) {
-    return "the client spoke cleartext to this TLS listener; use TLS on the client (--driver-tls, or an https:// / grpcs target)";
+    return "the client spoke cleartext to this TLS listener; use TLS on the client (the harness and this CLI: --driver-tls with --driver-tls-ca)";
   }
   if (/PEER_DID_NOT_RETURN_A_CERTIFICATE|CERTIFICATE_REQUIRED/i.test(text)) {
     return "the client sent no certificate, and this listener requires one (--tls-client-ca); give the client a certificate and key (--driver-tls-cert, --driver-tls-key)";

@@ -27,6 +27,14 @@ describe("process and Node.js metrics", () => {
     }
     expect([...names].filter((n) => n.startsWith("mecatl_drivers_process_") || n.startsWith("mecatl_drivers_nodejs_"))).toEqual([]);
   });
+
+  test("a scrape with query parameters is served; other methods are 405 and other paths 404 (found by a fresh-eyes run)", async () => {
+    const at = (path: string, method = "GET") => fetch(`http://${server.metricsAddress}${path}`, { method }).then((r) => r.status);
+    expect(await at("/metrics?module=default")).toBe(200);
+    expect(await at("/metrics", "HEAD")).toBe(200);
+    expect(await at("/metrics", "POST")).toBe(405);
+    expect(await at("/other")).toBe(404);
+  });
 });
 
 describe("the metrics listener over HTTPS", () => {
