@@ -110,10 +110,12 @@ export function readPrivateKey(file: string, flag: string, E: ErrorClass): Priva
 
 /**
  * Reads a certificate chain and its private key and checks that the key
- * belongs to the chain's first (leaf) certificate.
+ * belongs to the chain's first (leaf) certificate, and that this certificate
+ * is valid now.
  *
  * @throws E as {@link readCertificates} and {@link readPrivateKey} do, or when
- *   the key does not match the certificate.
+ *   the key does not match the certificate, or the certificate has expired
+ *   or is not valid yet.
  */
 export function readKeyPair(
   cert: { file: string; flag: string },
@@ -122,8 +124,13 @@ export function readKeyPair(
 ): { cert: Buffer; key: Buffer } {
   const chain = readCertificates(cert.file, cert.flag, E);
   const privateKey = readPrivateKey(key.file, key.flag, E);
-  if (!chain.certificates[0]!.checkPrivateKey(privateKey.key)) {
+  const leaf = chain.certificates[0]!;
+  if (!leaf.checkPrivateKey(privateKey.key)) {
     throw new E(`${key.flag} ${key.file} does not match the certificate in ${cert.flag} ${cert.file}; give the key the certificate was issued for`);
   }
+  // Every peer would refuse it in the handshake, with no word on this side: say so now.
+  const now = Date.now();
+  if (now > Date.parse(leaf.validTo)) throw new E(`${cert.flag} ${cert.file}: the certificate expired on ${leaf.validTo}; renew it`);
+  if (now < Date.parse(leaf.validFrom)) throw new E(`${cert.flag} ${cert.file}: the certificate is not valid before ${leaf.validFrom}; check this host's clock`);
   return { cert: chain.pem, key: privateKey.pem };
 }

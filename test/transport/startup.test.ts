@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { connect, createServer, type AddressInfo, type Server } from "node:net";
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -210,6 +211,21 @@ describe("startup problems end with one line that says what to do, and a non-zer
       expect(oneLine(stderr)).not.toContain("enableOfflineQueue");
     } finally {
       other.close();
+    }
+  });
+
+  test("an expired --tls-cert is refused at start, naming the file and the date (found by a fresh-eyes run: the server started and failed every handshake)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mecatl-expired-"));
+    try {
+      // A self-signed certificate valid for 0 days: its notAfter is the second it was made.
+      execFileSync("openssl", ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "key.pem", "-out", "req.csr", "-subj", "/CN=expired"], { cwd: dir, stdio: "pipe" });
+      execFileSync("openssl", ["x509", "-req", "-in", "req.csr", "-signkey", "key.pem", "-out", "cert.pem", "-days", "0"], { cwd: dir, stdio: "pipe" });
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      const { code, stderr } = await runServeExpectingFailure(["--store", "sqlite::memory:", "--tls-cert", join(dir, "cert.pem"), "--tls-key", join(dir, "key.pem")]);
+      expect(code).toBe(2);
+      expect(oneLine(stderr)).toContain(`--tls-cert ${join(dir, "cert.pem")}: the certificate expired on `);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
