@@ -1,5 +1,6 @@
 import { cursorMalformed } from "./log-error.js";
 import { CURSOR_VERSION } from "../../common/event-cursor.js";
+import { strictUtf8 } from "../../common/verbatim-utf8.js";
 
 export { CURSOR_VERSION, encodeCursor } from "../../common/event-cursor.js";
 
@@ -18,8 +19,6 @@ const GENERATION = /^[0-9a-f]{16}$/;
 const POSITION = /^[1-9][0-9]{0,15}$/;
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 const KEYS = ["g", "p", "s", "v"];
-// A leading U+FEFF is kept, so JSON.parse refuses it: no cursor this driver issues starts with one.
-const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** True for a generation as this driver mints them: 16 lowercase hex characters. */
 export function isGeneration(text: string): boolean {
@@ -59,7 +58,8 @@ export function decodeCursor(text: string, sessionId: string): CursorPosition | 
   let envelope: unknown;
   let json: string;
   try {
-    json = utf8.decode(bytes);
+    // A leading U+FEFF is kept, so JSON.parse refuses it: no cursor this driver issues starts with one.
+    json = strictUtf8.decode(bytes);
     envelope = JSON.parse(json);
   } catch {
     throw cursorMalformed("not a JSON envelope");

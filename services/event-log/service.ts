@@ -11,12 +11,10 @@ import { MAX_ID_BYTES } from "../../common/id-rules.js";
 import { LogError } from "./log-error.js";
 import { readAfter, readEvents, type DeliveredRecord } from "./reads.js";
 import type { EventLogStore, NewRecord } from "./store.js";
+import { lenientUtf8 } from "../../common/verbatim-utf8.js";
 
 /** The only event format the harness writes (wire-contract.md section 3.3). */
 export const EVENT_FORMAT = "eventlog-json/1";
-
-// A leading U+FEFF is kept, so a payload starting with one is not JSON (Go's encoding/json, the harness's reader, refuses it too).
-const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /**
  * More bytes than any cursor field takes in an answer (256 KiB): a cursor is
@@ -66,7 +64,8 @@ function validAppend(req: AppendRequest): { sessionId: string; record: NewRecord
   requireReadableRecord("event.payload", sessionId, "event", delimitedFieldBytes(eventBytes), event.payload.byteLength);
   let parsed: unknown;
   try {
-    parsed = JSON.parse(utf8.decode(event.payload));
+    // A leading U+FEFF is kept, so a payload starting with one is not JSON (Go's encoding/json, the harness's reader, refuses it too).
+    parsed = JSON.parse(lenientUtf8.decode(event.payload));
   } catch {
     throw invalidArgument("event.payload", "is not valid JSON");
   }

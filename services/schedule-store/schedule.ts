@@ -25,6 +25,7 @@
  */
 import { foldKey, JsonSyntaxError, keyMatches, scanDocumentObject, type JsonMember } from "../json/json-scan.js";
 import { formatRfc3339, parseRfc3339, TimeFormatError, ZERO_TIME_NANOS } from "../json/rfc3339.js";
+import { strictUtf8 } from "../../common/verbatim-utf8.js";
 
 /** Format tag of fire records and of schedules that do not own their placement (section 5.3). */
 export const SCHEDULE_FORMAT_V1 = "schedule-json/1";
@@ -113,8 +114,6 @@ export function zeroState(): ScheduleState {
   };
 }
 
-const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
-
 /**
  * Decodes payload bytes as UTF-8 text.
  *
@@ -122,7 +121,7 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
  */
 export function payloadText(payload: Uint8Array): string {
   try {
-    return utf8.decode(payload);
+    return strictUtf8.decode(payload);
   } catch {
     throw new ScheduleJsonError("", "payload is not valid UTF-8");
   }
