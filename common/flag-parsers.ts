@@ -24,6 +24,13 @@ function durationMs(text: string): number {
   return value;
 }
 
+/** `value` (milliseconds, parsed from `text`) when it is at most `maxMs`. @throws InvalidArgumentError naming the bound otherwise. */
+function atMost(value: number, maxMs: number, text: string): number {
+  if (value <= maxMs) return value;
+  const why = maxMs === MAX_TIMER_MS ? " (2^31 - 1 ms, about 24.8 days: the longest a Node.js timer waits)" : "";
+  throw new InvalidArgumentError(`expected at most ${ms(Math.floor(maxMs / 86_400_000) * 86_400_000)}${why}, got ${JSON.stringify(text)}`);
+}
+
 /**
  * Parses a duration flag such as `30s`, `500ms` or `2m` into milliseconds:
  * at most {@link MAX_TIMER_MS}, since the server and the clients wait on
@@ -33,7 +40,7 @@ function durationMs(text: string): number {
  *   text is not a positive duration, or one longer than a timer can wait.
  */
 export function parseDuration(text: string): number {
-  return parseDurationAtLeast(1, "")(text);
+  return atMost(durationMs(text), MAX_TIMER_MS, text);
 }
 
 /**
@@ -48,11 +55,7 @@ export function parseDurationAtLeast(minMs: number, reason: string, maxMs = MAX_
   return (text) => {
     const value = durationMs(text);
     if (value < minMs) throw new InvalidArgumentError(`expected at least ${ms(minMs)}: ${reason}; got ${JSON.stringify(text)}`);
-    if (value > maxMs) {
-      const why = maxMs === MAX_TIMER_MS ? " (2^31 - 1 ms, about 24.8 days: the longest a Node.js timer waits)" : "";
-      throw new InvalidArgumentError(`expected at most ${ms(Math.floor(maxMs / 86_400_000) * 86_400_000)}${why}, got ${JSON.stringify(text)}`);
-    }
-    return value;
+    return atMost(value, maxMs, text);
   };
 }
 

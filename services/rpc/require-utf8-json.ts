@@ -32,24 +32,26 @@ export function requireUtf8Json(input: DescMessage, text: Uint8Array): void {
 
 /**
  * The path of the first string in `value` (a parsed JSON value) that holds
- * U+FFFD, as proto field names where `desc` knows the key; undefined when
- * there is none.
+ * U+FFFD, as proto field names where `desc` knows the key (`snapshot.format`,
+ * `items[2]`); `path` is where `value` sits ("" at the top, which reads as
+ * `request`); undefined when there is none.
  */
-function badStringPath(value: unknown, desc: DescMessage | undefined, prefix: string): string | undefined {
-  if (typeof value === "string") return value.includes(REPLACEMENT) ? prefix.replace(/\.$/, "") || "request" : undefined;
+function badStringPath(value: unknown, desc: DescMessage | undefined, path: string): string | undefined {
+  if (typeof value === "string") return value.includes(REPLACEMENT) ? path || "request" : undefined;
   if (typeof value !== "object" || value === null) return undefined;
   if (Array.isArray(value)) {
     for (const [i, item] of value.entries()) {
-      const found = badStringPath(item, desc, `${prefix.replace(/\.$/, "")}[${i}].`);
+      const found = badStringPath(item, desc, `${path}[${i}]`);
       if (found !== undefined) return found;
     }
     return undefined;
   }
   for (const [key, item] of Object.entries(value)) {
     const field = desc?.fields.find((f) => f.jsonName === key || f.name === key);
-    const path = `${prefix}${field?.name ?? key}`;
-    if (key.includes(REPLACEMENT)) return path;
-    const found = badStringPath(item, field?.message, `${path}.`);
+    const name = field?.name ?? key;
+    const at = path === "" ? name : `${path}.${name}`;
+    if (key.includes(REPLACEMENT)) return at;
+    const found = badStringPath(item, field?.message, at);
     if (found !== undefined) return found;
   }
   return undefined;

@@ -21,8 +21,6 @@ export interface AdmissionOptions {
 }
 
 const HEALTH_PATH = `/${Health.typeName}/`;
-/** Bytes of the gRPC message prefix (see grpc-request-watch.ts). */
-export { GRPC_PREFIX_BYTES };
 
 /**
  * A grpc-js server interceptor that admits a call before its message is read

@@ -45,7 +45,7 @@ export function binaryMediaType(type: string): boolean {
 
 /** True when `type` (a {@link mediaType}) is a JSON codec of the Connect listener (Connect, gRPC or gRPC-Web with `+json`). */
 function jsonMediaType(type: string): boolean {
-  return /^application\/((connect|grpc(-web)?)\+)?json$/i.test(type);
+  return JSON_FRAMING.some(([pattern]) => pattern.test(type));
 }
 
 /**

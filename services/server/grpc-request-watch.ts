@@ -43,8 +43,9 @@ export class GrpcRequestWatch {
   private declared: number | undefined;
   private received = 0;
   private taken = 0;
-  /** The compressed message's bytes so far (prefix included), while it is being collected for its check. */
+  /** The compressed message's chunks so far, while it is being collected for its check; the first starts at stream offset {@link collectedFrom}. */
   private compressed: Buffer[] | undefined;
+  private collectedFrom = 0;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -82,7 +83,9 @@ export class GrpcRequestWatch {
     }
     this.take(GRPC_PREFIX_BYTES + this.declared);
     if (flags === 1 && DECOMPRESS[this.encoding] !== undefined) {
+      // This chunk completed the prefix, and may begin before it (a prefix split over chunks).
       this.compressed = [];
+      this.collectedFrom = this.received - chunk.length;
       this.collect(chunk);
     }
   };
@@ -92,11 +95,8 @@ export class GrpcRequestWatch {
     this.compressed!.push(chunk);
     const whole = GRPC_PREFIX_BYTES + this.declared!;
     if (this.received < whole) return;
-    const parts = this.compressed!;
+    const message = Buffer.concat(this.compressed!).subarray(GRPC_PREFIX_BYTES - this.collectedFrom, whole - this.collectedFrom);
     this.compressed = undefined;
-    // The chunks collected start with the one that completed the prefix, which may hold prefix bytes only in part.
-    const start = this.received - parts.reduce((n, p) => n + p.length, 0);
-    const message = Buffer.concat(parts).subarray(GRPC_PREFIX_BYTES - start, whole - start);
     try {
       DECOMPRESS[this.encoding]!(message, { maxOutputLength: this.maxMessageBytes });
     } catch (err) {

@@ -1,5 +1,5 @@
 import { totalmem } from "node:os";
-import { GRPC_PREFIX_BYTES } from "./admission.js";
+import { GRPC_PREFIX_BYTES } from "./grpc-request-watch.js";
 import { HELD_COPIES } from "./inflight-budget.js";
 import { MAX_MESSAGE_BYTES } from "./server.js";
 

@@ -12,8 +12,8 @@ import { grpcClient } from "../helpers/clients.js";
 const prefix = (length: number) => Buffer.from([0, (length >>> 24) & 0xff, (length >>> 16) & 0xff, (length >>> 8) & 0xff, length & 0xff]);
 const framed = (message: Uint8Array) => Buffer.concat([prefix(message.length), message]);
 
-/** Posts `body` to `path` over HTTP/2 as a gRPC call (with the `extra` headers) and resolves to its grpc-status and grpc-message. */
-function rawCall(address: string, path: string, body: Buffer, extra: Record<string, string> = {}): Promise<{ status: string | undefined; message: string }> {
+/** Posts `body` (or its parts, one after another) to `path` over HTTP/2 as a gRPC call (with the `extra` headers) and resolves to its grpc-status and grpc-message. */
+function rawCall(address: string, path: string, body: Buffer | Buffer[], extra: Record<string, string> = {}): Promise<{ status: string | undefined; message: string }> {
   return new Promise((resolve, reject) => {
     const session = connect(`http://${address}`);
     session.on("error", reject);
@@ -27,7 +27,13 @@ function rawCall(address: string, path: string, body: Buffer, extra: Record<stri
       session.close();
       resolve({ status: headers["grpc-status"] as string | undefined, message: decodeURIComponent((headers["grpc-message"] as string | undefined) ?? "") });
     });
-    stream.end(body);
+    // Parts are written a turn apart, so that they arrive as separate DATA frames.
+    const parts = Array.isArray(body) ? body : [body];
+    const send = (i: number): void => {
+      if (i === parts.length - 1) stream.end(parts[i]);
+      else stream.write(parts[i], () => setTimeout(() => send(i + 1), 20));
+    };
+    send(0);
   });
 }
 
@@ -106,6 +112,19 @@ describe("gRPC bodies without exactly one request message", () => {
     const got = await rawCall(server.address, save, body(saveBytes(id)), headers);
     expect(got).toEqual({ status: "3", message });
     expect(await stored(id)).toBe(false);
+  });
+
+  test("a gzip-compressed Save whose prefix and message arrive in pieces is checked whole and served; a corrupt one in pieces is refused", async () => {
+    const z = gzipSync(saveBytes("gzip-pieces"));
+    const framedZ = Buffer.concat([Buffer.from([1]), prefix(z.length).subarray(1), z]);
+    const got = await rawCall(server.address, save, [framedZ.subarray(0, 3), framedZ.subarray(3, 9), framedZ.subarray(9)], { "grpc-encoding": "gzip" });
+    expect(got.status).toBe("0");
+    expect(await stored("gzip-pieces")).toBe(true);
+    const bad = Buffer.from(framedZ);
+    bad[bad.length - 3]! ^= 0xff; // in the gzip trailer: the CRC no longer matches
+    const refused = await rawCall(server.address, save, [bad.subarray(0, 3), bad.subarray(3, 9), bad.subarray(9)], { "grpc-encoding": "gzip" });
+    expect(refused.status).toBe("3");
+    expect(refused.message).toMatch(/^request: the gzip-compressed message does not decompress/);
   });
 
   test("a gzip-compressed Save that decompresses is served", async () => {

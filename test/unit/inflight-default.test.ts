@@ -3,7 +3,7 @@ import { totalmem } from "node:os";
 import { availableMemoryBytes, defaultInflightBytesFor, MIN_DEFAULT_INFLIGHT_BYTES } from "../../services/server/inflight-default.js";
 import { HELD_COPIES, InflightBudget } from "../../services/server/inflight-budget.js";
 import { MAX_MESSAGE_BYTES } from "../../services/server/server.js";
-import { GRPC_PREFIX_BYTES } from "../../services/server/admission.js";
+import { GRPC_PREFIX_BYTES } from "../../services/server/grpc-request-watch.js";
 
 const MiB = 1024 * 1024;
 
