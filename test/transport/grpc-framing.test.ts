@@ -6,6 +6,7 @@ import { SessionLeaseService } from "../../gen/mecatl/driver/v1/session_lease_pb
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
+import { conformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { grpcClient } from "../helpers/clients.js";
 
 /** A gRPC message prefix: flags 0 and a 4-byte big-endian length. */
@@ -45,14 +46,18 @@ function rawCall(address: string, path: string, body: Buffer | Buffer[], extra: 
  * Acquire (section 4.3), event-log cursors on Append (3.6), the session store
  * client on Capabilities (2.4). Found by a fresh-eyes run.
  */
-describe("gRPC bodies without exactly one request message", () => {
+describe.each(conformanceBackends())("gRPC bodies without exactly one request message, on $name", (backend: TestBackend) => {
   let server: ServerProcess;
   const acquire = `/${SessionLeaseService.typeName}/Acquire`;
   const acquireBytes = (owner: string, sessionId = "framing") => toBinary(SessionLeaseService.method.acquire.input, create(SessionLeaseService.method.acquire.input, { sessionId, owner }));
   beforeAll(async () => {
-    server = await startServer(["--store", "sqlite::memory:"]);
+    const setup = await backend.setup();
+    server = await startServer(["--store", setup.store, ...setup.args]);
   });
-  afterAll(() => server?.stop());
+  afterAll(async () => {
+    await server?.stop();
+    await backend.teardown();
+  });
 
   test.each([
     ["a prefix declaring more bytes than the body holds (Acquire)", acquire, () => Buffer.concat([prefix(100), Buffer.from(acquireBytes("a").subarray(0, 3))])],
