@@ -6,8 +6,9 @@
  * (pages, counts, large snapshots), so that no read waits behind a group
  * commit and no write behind a large read (issue 11).
  *
- * Group commit: every write request that is waiting when the worker becomes
- * free goes into one `BEGIN IMMEDIATE` transaction, each under its own
+ * Group commit: the write requests waiting when the worker becomes free (up
+ * to an adaptive limit, group-commit-limit.ts) go into one `BEGIN IMMEDIATE`
+ * transaction, each under its own
  * savepoint so one failing operation rolls back alone; all of them are
  * answered after the single COMMIT (and its fsync) returns. Reads are answered
  * at once. A request still queued when its deadline (`--store-timeout`) has
@@ -30,6 +31,7 @@ import { applyPragmas, migrate, readDurabilitySettings, rollbackIfOpen } from ".
 import { probeWrite, storageMigrations } from "./sqlite-probe.js";
 import { FALLBACK_CHECKPOINT_PAGES } from "./sqlite-checkpoint.js";
 import { EXPIRED_CODE } from "./sqlite-failure.js";
+import { GroupCommitLimit } from "./group-commit-limit.js";
 import { openReadOnly } from "./sqlite-readonly.js";
 import { prepareSpace, SqliteMaintenance, type SqliteSpaceSettings } from "./sqlite-maintenance.js";
 import type { GroupCommitReport } from "../tracing/group-commit-span.js";
@@ -106,6 +108,14 @@ function accept(msg: Message): void {
   else queue.push(...msg.requests);
 }
 
+/** Takes in the messages the main thread has posted since the last look, without waiting for their events. */
+function acceptWaiting(): void {
+  for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port)) accept(m.message as Message);
+}
+
+/** How many queued requests one drain takes (group-commit-limit.ts). */
+const groupLimit = new GroupCommitLimit();
+
 /** Batches answered so far: the writer's full collection waits for a moment without any (shared-memory-release.ts). */
 let batches = 0;
 const releaseSharedMemory = sharedMemoryReleaser({ activity: () => batches });
@@ -140,7 +150,8 @@ function expiredReply(id: number): Reply {
 }
 
 /**
- * Answers everything queued, in two parts: the reads and small writes
+ * Answers the oldest queued requests, as many as {@link groupLimit} allows
+ * (the rest in the next drain, one event-loop turn later), in two parts: the reads and small writes
  * first, then the large writes (staged chunks; issue 11), each part with its
  * own group commit and its own reply message, so that a small write never
  * waits for a large one's insert (see SqliteOp.large). Never throws: an
@@ -150,8 +161,8 @@ function expiredReply(id: number): Reply {
  */
 function drain(): void {
   scheduled = false;
-  for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port)) accept(m.message as Message);
-  const batch = queue.splice(0);
+  acceptWaiting();
+  const batch = queue.splice(0, groupLimit.size);
   if (batch.length > 0) batches++;
   const large = batch.filter((r) => ops[r.op]?.large === true);
   let writes = 0;
@@ -168,6 +179,12 @@ function drain(): void {
   if (checkpointWanted) {
     checkpointWanted = false;
     port.postMessage({ type: "checkpointed", ok: checkpoint() });
+  }
+  acceptWaiting();
+  groupLimit.adapt(queue.length);
+  if (queue.length > 0 && !scheduled) {
+    scheduled = true;
+    setImmediate(drain);
   }
   if (closing && queue.length === 0) {
     maintenance?.stop();
