@@ -1,6 +1,7 @@
 import { StoreFailure } from "./store-failure.js";
 import { ReplicaShortfall } from "./redis-script.js";
 import { SlotUnserved } from "./redis-cluster-durability.js";
+import { RedisWindowTimeout } from "./redis-write-window.js";
 
 /**
  * What one failed Redis attempt means for the operation it belongs to
@@ -106,6 +107,7 @@ export function classifyRedisError(err: unknown): RedisErrorClass {
   if (err instanceof StoreFailure) return { kind: "fail", failure: err };
   if (err instanceof RedisAttemptTimeout) return { kind: "retry", sent: true, cause: "no answer" };
   if (err instanceof SlotUnserved) return { kind: "retry", sent: false, cause: err.message };
+  if (err instanceof RedisWindowTimeout) return { kind: "retry", sent: false, cause: "earlier writes to Redis were not answered" };
   // Applied on the primary (and recorded): a retry replays the record and waits again.
   if (err instanceof ReplicaShortfall) return { kind: "retry", sent: true, cause: err.message };
   if (!(err instanceof Error)) return { kind: "bug" };

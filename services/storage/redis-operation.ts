@@ -7,6 +7,7 @@ import { opRecordTtlMs, ReplicaShortfall, runScript, runScriptAndWait, runScript
 import { StoreFailure } from "./store-failure.js";
 import { randomHexId } from "./random-id.js";
 import { writeRefusals } from "./redis-write-refusal.js";
+import { RedisWindowTimeout, writeWindow, type RedisWriteWindow } from "./redis-write-window.js";
 
 type ScriptArg = string | Buffer | Uint8Array | number;
 
@@ -89,7 +90,8 @@ export class RedisOperation {
       return this.attempt(true, () => runScriptAndWait(wait.writer, script, buffers, keys, args, op, wait.replicas, this.waitMs()), refusable);
     }
     const run = buffers ? runScriptBuffer : runScript;
-    return this.attempt(op !== undefined, (redis) => run(redis, script, keys, args, op), refusable);
+    // A recorded write waits for a place among the writes in flight (redis-write-window.ts).
+    return this.attempt(op !== undefined, (redis) => run(redis, script, keys, args, op), refusable, op === undefined ? undefined : writeWindow(this.redis));
   }
 
   /** Milliseconds a WAIT of this operation may block: most of the time it has left, at least 1 (WAIT 0 would block forever). */
@@ -110,7 +112,9 @@ export class RedisOperation {
   /**
    * Runs `request` with retries (see the class comment). `write`: an attempt
    * may apply it (decides `outcome_unknown`); `refusable`: the key of a write
-   * script, whose refusals are noted for health (redis-write-refusal.ts).
+   * script, whose refusals are noted for health (redis-write-refusal.ts);
+   * `window`: the connection's write window, in which each attempt first
+   * takes a place (its wait counts in the operation's time).
    *
    * The first attempt is sent before p-retry is involved: almost every call
    * needs no retry, and p-retry's setup for each call (its options, their
@@ -120,7 +124,7 @@ export class RedisOperation {
    * the backoff and the verdict are what they would have been had p-retry run
    * from the start.
    */
-  private async attempt<T>(write: boolean, request: (redis: RedisClient) => Promise<T>, refusable?: string): Promise<T> {
+  private async attempt<T>(write: boolean, request: (redis: RedisClient) => Promise<T>, refusable?: string, window?: RedisWriteWindow): Promise<T> {
     let cause = "no attempt made";
     // The last attempt's error; built only when no attempt has failed yet (an Error's stack costs a few µs per call).
     let last: unknown;
@@ -129,7 +133,16 @@ export class RedisOperation {
       // Too little time left for a retry to be answered: end with the last attempt's
       // (definite) error rather than send a command that would be cut off unanswered.
       if (left <= 0 || (attemptNumber > 1 && left < this.lastAttemptMs())) throw new AbortError((last as Error | undefined) ?? new RedisAttemptTimeout("no time left"));
-      return await withinMs(Promise.resolve().then(() => request(this.redis)), left);
+      if (window === undefined) return await withinMs(Promise.resolve().then(() => request(this.redis)), left);
+      const admitted = window.enter(left);
+      if (admitted !== undefined) await admitted;
+      try {
+        const rest = this.remainingMs();
+        if (rest <= 0) throw new RedisWindowTimeout("the write got its place in the window to Redis as its time ran out and was not sent");
+        return await withinMs(Promise.resolve().then(() => request(this.redis)), rest);
+      } finally {
+        window.leave();
+      }
     };
     let first: unknown;
     try {
