@@ -108,11 +108,6 @@ function accept(msg: Message): void {
   else queue.push(...msg.requests);
 }
 
-/** Takes in the messages the main thread has posted since the last look, without waiting for their events. */
-function acceptWaiting(): void {
-  for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port)) accept(m.message as Message);
-}
-
 /** How many queued requests one drain takes (group-commit-limit.ts). */
 const groupLimit = new GroupCommitLimit();
 
@@ -120,12 +115,17 @@ const groupLimit = new GroupCommitLimit();
 let batches = 0;
 const releaseSharedMemory = sharedMemoryReleaser({ activity: () => batches });
 
-port.on("message", (msg: Message) => {
-  accept(msg);
+/** Runs {@link drain} at the next turn of the event loop, unless it is due already. */
+function schedule(): void {
   if (!scheduled) {
     scheduled = true;
     setImmediate(drain);
   }
+}
+
+port.on("message", (msg: Message) => {
+  accept(msg);
+  schedule();
 });
 
 /** The group commit of the batch being answered, if it had writes (see tracing/group-commit-span.ts). */
@@ -161,7 +161,7 @@ function expiredReply(id: number): Reply {
  */
 function drain(): void {
   scheduled = false;
-  acceptWaiting();
+  for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port)) accept(m.message as Message);
   const batch = queue.splice(0, groupLimit.size);
   if (batch.length > 0) batches++;
   const large = batch.filter((r) => ops[r.op]?.large === true);
@@ -180,12 +180,10 @@ function drain(): void {
     checkpointWanted = false;
     port.postMessage({ type: "checkpointed", ok: checkpoint() });
   }
-  acceptWaiting();
+  // Requests beyond the limit wait for the next drain. What arrived meanwhile is still in the port: its message
+  // events schedule a drain of their own (taking it in here would leave a checkpoint or probe asked for unattended).
   groupLimit.adapt(queue.length);
-  if (queue.length > 0 && !scheduled) {
-    scheduled = true;
-    setImmediate(drain);
-  }
+  if (queue.length > 0) schedule();
   if (closing && queue.length === 0) {
     maintenance?.stop();
     db.close();
