@@ -27,8 +27,9 @@ interface Waiter {
  * back together, the server sends them, the client sends 64 new calls, and
  * Redis waits meanwhile. Holding writes beyond the limit in the server
  * until earlier ones are answered lets Redis commit a group while the
- * answers of the one before travel back (Renew and Append at 64 in flight
- * +10 % in one interleaved run, bench/RESULTS.md). The limit is adapted each
+ * answers of the one before travel back (Renew at 64 in flight went from
+ * 0.73 to 0.86 of the transport floor, Append from 0.68 to 0.81;
+ * bench/RESULTS.md). The limit is adapted each
  * time as many writes were answered as it allows, or when none is left in
  * flight: it doubles while a whole group's worth waits here, halves when
  * nothing does.
