@@ -91,7 +91,7 @@ export class RedisOperation {
     }
     const run = buffers ? runScriptBuffer : runScript;
     // A recorded write waits for a place among the writes in flight (redis-write-window.ts).
-    return this.attempt(op !== undefined, (redis) => run(redis, script, keys, args, op), refusable, op === undefined ? undefined : writeWindow(this.redis));
+    return this.attempt(op !== undefined, (redis) => run(redis, script, keys, args, op), refusable, op === undefined ? undefined : writeWindow(this.redis, keys[0]));
   }
 
   /** Milliseconds a WAIT of this operation may block: most of the time it has left, at least 1 (WAIT 0 would block forever). */

@@ -231,8 +231,12 @@ interface WaitGroup {
 
 const waitGroups = new WeakMap<RedisClient, Map<string, WaitGroup>>();
 
-/** The group of a write to `key`: on a cluster, the nodes of its slot (one pipeline goes to one node); one group on a single Redis. */
-function waitGroupOf(redis: RedisClient, key: string | undefined): string {
+/**
+ * The node group of a command on `key`: on a cluster, the nodes serving its
+ * slot, as one string (one pipeline goes to one node; a write window is kept
+ * per node, redis-write-window.ts); `""` on a single Redis or without a key.
+ */
+export function nodeGroupOf(redis: RedisClient, key: string | undefined): string {
   if (!isCluster(redis) || key === undefined) return "";
   return redis.slots[keySlot(key)]?.join(",") ?? "";
 }
@@ -294,7 +298,7 @@ export async function runScriptAndWait(redis: RedisClient, script: RedisScript, 
   define(redis, script);
   let groups = waitGroups.get(redis);
   if (groups === undefined) waitGroups.set(redis, (groups = new Map()));
-  const name = waitGroupOf(redis, keys[0]);
+  const name = nodeGroupOf(redis, keys[0]);
   let group = groups.get(name);
   if (group === undefined) groups.set(name, (group = { queued: [], inFlight: false }));
   const reply = new Promise<unknown>((resolve, reject) => group.queued.push({ command: buffers ? `${script.name}Buffer` : script.name, argv, replicas, waitMs, resolve, reject }));

@@ -1,5 +1,6 @@
 import type { RedisClient } from "./redis-client.js";
 import { GroupCommitLimit } from "./group-commit-limit.js";
+import { nodeGroupOf } from "./redis-script.js";
 
 /**
  * Thrown by a write attempt that waited in its connection's
@@ -16,8 +17,8 @@ interface Waiter {
 }
 
 /**
- * The recorded writes one Redis connection has sent and not yet seen
- * answered, bounded by an adaptive limit (issue 11; the rule is
+ * The recorded writes one Redis connection (on a cluster: one node) has sent
+ * and not yet seen answered, bounded by an adaptive limit (issue 11; the rule is
  * {@link GroupCommitLimit}'s, group-commit-limit.ts).
  *
  * With `appendfsync always` Redis syncs once per turn of its event loop for
@@ -85,11 +86,19 @@ export class RedisWriteWindow {
   }
 }
 
-const windows = new WeakMap<RedisClient, RedisWriteWindow>();
+const windows = new WeakMap<RedisClient, Map<string, RedisWriteWindow>>();
 
-/** The write window of `redis` (one per connection, or per cluster client), made on first use. */
-export function writeWindow(redis: RedisClient): RedisWriteWindow {
-  let w = windows.get(redis);
-  if (w === undefined) windows.set(redis, (w = new RedisWriteWindow()));
+/**
+ * The write window for a write to `key` on `redis`, made on first use: one
+ * per connection to a single Redis; on a cluster, one per node serving the
+ * key's slot ({@link nodeGroupOf}), so that writes stuck on a stalled
+ * primary never hold up the writes to the others.
+ */
+export function writeWindow(redis: RedisClient, key: string | undefined): RedisWriteWindow {
+  let byNode = windows.get(redis);
+  if (byNode === undefined) windows.set(redis, (byNode = new Map()));
+  const node = nodeGroupOf(redis, key);
+  let w = byNode.get(node);
+  if (w === undefined) byNode.set(node, (w = new RedisWriteWindow()));
   return w;
 }

@@ -1,6 +1,9 @@
 import { afterAll, describe, expect, test } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { SessionLeaseService } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
+import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { fileCluster } from "../helpers/backends.js";
+import { sessionIdOn, type SpawnedCluster } from "../helpers/redis-cluster.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { spawnRedis, type SpawnedRedis } from "../helpers/redis-server.js";
@@ -64,5 +67,55 @@ describe("Redis write window while Redis stalls", () => {
       const granted = await leases.acquire({ sessionId: id, owner: "b" });
       expect(granted.lease?.owner).toBe("b");
     }
+  });
+});
+
+/**
+ * On a Redis Cluster the window is kept per node: writes stuck on a stalled
+ * primary hold only that primary's places, and the other primaries' writes
+ * are sent and answered meanwhile.
+ */
+describe("Redis Cluster write windows while one primary stalls", () => {
+  let cluster: SpawnedCluster | undefined;
+  let server: ServerProcess | undefined;
+  let stopped: number | undefined;
+  afterAll(async () => {
+    if (stopped !== undefined) process.kill(stopped, "SIGCONT");
+    await server?.stop();
+  });
+
+  test("writes to the healthy primaries are answered OK while more writes than the window holds wait on the stalled one", async () => {
+    // A node timeout far longer than the stall: no failover starts meanwhile.
+    cluster = await fileCluster({ nodeTimeoutMs: 15_000 });
+    server = await startServer(["session-store", "--store", cluster.url, "--store-timeout", `${STORE_TIMEOUT_MS}ms`]);
+    const sessions = grpcClient(SessionStoreService, server.address);
+    const [stalled, healthy] = await cluster.primaries();
+    const onStalled = await Promise.all(Array.from({ length: CALLS }, (_, i) => sessionIdOn(cluster!, stalled!, `stalled-${i}`)));
+    const onHealthy = await Promise.all(Array.from({ length: 20 }, (_, i) => sessionIdOn(cluster!, healthy!, `healthy-${i}`)));
+    const snapshot = { format: "sessnap-json/1", payload: new TextEncoder().encode("{}") };
+    await sessions.save({ sessionId: onHealthy[0]!, snapshot });
+    stopped = stalled!.pid!;
+    process.kill(stopped, "SIGSTOP");
+    try {
+      const stuck = onStalled.map((id) => sessions.save({ sessionId: id, snapshot }).then(() => "OK", (err: unknown) => Code[ConnectError.from(err).code]));
+      // Sent once the stalled primary's window is full of writes that will not be answered.
+      await new Promise((r) => setTimeout(r, 100));
+      // Answered at once, not after the stuck writes' --store-timeout gave their places back.
+      const started = performance.now();
+      const results = await Promise.all(
+        onHealthy.map((id) =>
+          sessions.save({ sessionId: id, snapshot }).then(
+            () => (performance.now() - started < STORE_TIMEOUT_MS / 2 ? "OK soon" : "OK late"),
+            (err: unknown) => ConnectError.from(err).rawMessage,
+          ),
+        ),
+      );
+      expect(results).toEqual(onHealthy.map(() => "OK soon"));
+      expect(new Set(await Promise.all(stuck))).toEqual(new Set(["Unavailable"]));
+    } finally {
+      process.kill(stopped, "SIGCONT");
+      stopped = undefined;
+    }
+    await cluster.waitHealthy();
   });
 });
