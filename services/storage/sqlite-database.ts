@@ -9,6 +9,7 @@ import type { SqliteDurabilitySettings } from "./sqlite-schema.js";
 import type { SqliteSpaceSettings } from "./sqlite-maintenance.js";
 import { EXPIRED_CODE, sqliteFailure, sqliteTimeout, type SqliteFailureContext } from "./sqlite-failure.js";
 import { openReadOnly } from "./sqlite-readonly.js";
+import { WriteClaims } from "./sqlite-write-claims.js";
 import { CheckpointScheduler } from "./sqlite-checkpoint.js";
 import { StoreFailure, isStoreFailure } from "./store-failure.js";
 import type { ProbeResult } from "./sqlite-probe.js";
@@ -53,6 +54,8 @@ interface Request {
   op: string;
   args: unknown;
   deadline: number;
+  /** A write's slot in the writer's {@link WriteClaims} (-1: untracked); absent for a read. */
+  slot?: number;
 }
 
 /**
@@ -102,7 +105,7 @@ class WorkerLink {
  *
  * @throws Error with SQLite's message when the file cannot be opened or migrated.
  */
-async function startWorker(path: string, options: { busyTimeoutMs: number; durable: boolean; readonly: boolean; queryOnly?: boolean; checkpoints?: boolean }): Promise<{ link: WorkerLink; settings: SqliteDurabilitySettings }> {
+async function startWorker(path: string, options: { busyTimeoutMs: number; durable: boolean; readonly: boolean; queryOnly?: boolean; checkpoints?: boolean; claims?: SharedArrayBuffer }): Promise<{ link: WorkerLink; settings: SqliteDurabilitySettings }> {
   const channel = new MessageChannel();
   const worker = new Worker(new URL("./sqlite-worker.js", import.meta.url), {
     workerData: { path, port: channel.port2, ...options },
@@ -150,6 +153,8 @@ interface PendingCall {
   large: boolean;
   /** For a write made inside a traced call: where its group-commit span goes (tracing/group-commit-span.ts). */
   trace: Context | undefined;
+  /** A write's slot in {@link WriteClaims} (-1: untracked). */
+  slot: number;
 }
 
 /**
@@ -219,6 +224,8 @@ export class SqliteDatabase extends EventEmitter {
     /** The main thread's read-only connection for inline reads (a file only). */
     private readonly inline: Database.Database | undefined,
     private readonly context: { read: SqliteFailureContext; write: SqliteFailureContext },
+    /** Shared with the writer worker: whether a queued write started (sqlite-write-claims.ts). */
+    private readonly claims: WriteClaims,
   ) {
     super();
     this.checkpoints = reader === writer ? undefined : new CheckpointScheduler(() => reader.port.postMessage({ type: "checkpoint" }));
@@ -251,7 +258,8 @@ export class SqliteDatabase extends EventEmitter {
     const storeTimeoutMs = options.storeTimeoutMs ?? 5000;
     const busyTimeoutMs = options.busyTimeoutMs ?? Math.floor((storeTimeoutMs * 3) / 4);
     // A database read as a whole (copy source, stats) leaves no -wal/-shm files behind; a served one's readers need not care.
-    const writer = await startWorker(options.path, { busyTimeoutMs, durable: !memory, readonly, queryOnly: readonly });
+    const claims = new WriteClaims();
+    const writer = await startWorker(options.path, { busyTimeoutMs, durable: !memory, readonly, queryOnly: readonly, claims: claims.memory });
     let reader = writer.link;
     let inline: Database.Database | undefined;
     if (!memory) {
@@ -264,7 +272,7 @@ export class SqliteDatabase extends EventEmitter {
       }
     }
     const context = { busyTimeoutMs, storeTimeoutMs };
-    return new SqliteDatabase(options.path, writer.settings, writer.link, reader, inline, { read: { ...context, write: false }, write: { ...context, write: true } });
+    return new SqliteDatabase(options.path, writer.settings, writer.link, reader, inline, { read: { ...context, write: false }, write: { ...context, write: true } }, claims);
   }
 
   /**
@@ -312,10 +320,11 @@ export class SqliteDatabase extends EventEmitter {
     const write = spec.kind === "write";
     const id = this.nextId++;
     const deadline = Date.now() + this.context.read.storeTimeoutMs;
+    const slot = write ? this.claims.queue(id) : -1;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline, write, large: spec.large === true, trace: write ? groupCommitParent() : undefined });
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline, write, large: spec.large === true, trace: write ? groupCommitParent() : undefined, slot });
       this.deadlineTimer ??= this.armDeadline(deadline);
-      (write ? this.writer : this.reader).send({ id, op, args, deadline }, transfer);
+      (write ? this.writer : this.reader).send(write ? { id, op, args, deadline, slot } : { id, op, args, deadline }, transfer);
     });
   }
 
@@ -353,7 +362,12 @@ export class SqliteDatabase extends EventEmitter {
     return timer;
   }
 
-  /** Fails every call whose deadline has passed, then waits for the next one. */
+  /**
+   * Fails every call whose deadline has passed, then waits for the next one:
+   * a write the worker has not started with "nothing was written" (it is
+   * cancelled and never runs, sqlite-write-claims.ts), a started one with "it
+   * may still be committed", a read with "did not answer".
+   */
   private expire(): void {
     this.deadlineTimer = undefined;
     const now = Date.now();
@@ -363,7 +377,9 @@ export class SqliteDatabase extends EventEmitter {
         return;
       }
       this.pending.delete(id);
-      call.reject(sqliteTimeout(call.write ? this.context.write : this.context.read));
+      // A write the worker has not started is cancelled here, and then never runs: nothing was written.
+      if (call.write && this.claims.cancel(id, call.slot)) call.reject(this.failureOf(EXPIRED_CODE, "cancelled unstarted at its deadline", true));
+      else call.reject(sqliteTimeout(call.write ? this.context.write : this.context.read));
     }
   }
 

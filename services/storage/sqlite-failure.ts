@@ -82,9 +82,11 @@ export function sqliteFailure(code: string | undefined, message: string, context
 
 /**
  * The failure for an operation the SQLite worker has not answered within
- * `--store-timeout`: a write may still commit after the caller
- * gave up (`outcome_unknown`), a read changed nothing (`unreachable`). Both
- * are UNAVAILABLE (issue 9).
+ * `--store-timeout`: a write it had started may still commit after the
+ * caller gave up (`outcome_unknown`; one not started is cancelled instead and
+ * fails with {@link EXPIRED_CODE}'s "nothing was written",
+ * sqlite-write-claims.ts), a read changed nothing (`unreachable`). Both are
+ * UNAVAILABLE (issue 9).
  */
 export function sqliteTimeout(context: SqliteFailureContext): StoreFailure {
   return context.write

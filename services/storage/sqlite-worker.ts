@@ -12,7 +12,8 @@
  * savepoint so one failing operation rolls back alone; all of them are
  * answered after the single COMMIT (and its fsync) returns. Reads are answered
  * at once. A request still queued when its deadline (`--store-timeout`) has
- * passed is dropped unstarted. Errors cross to the main thread as SQLite's
+ * passed, or a write the main thread cancelled at its deadline
+ * (sqlite-write-claims.ts), is dropped unstarted. Errors cross to the main thread as SQLite's
  * message plus its extended code (`sqliteCode`), which sqlite-failure.ts
  * classifies. Because the connection lives here, a 64 MiB snapshot write never
  * blocks the main thread's event loop (docs/DESIGN.md "Backends"). Each `replies`
@@ -32,6 +33,7 @@ import { probeWrite, storageMigrations } from "./sqlite-probe.js";
 import { FALLBACK_CHECKPOINT_PAGES } from "./sqlite-checkpoint.js";
 import { EXPIRED_CODE } from "./sqlite-failure.js";
 import { GroupCommitLimit } from "./group-commit-limit.js";
+import { WriteClaims } from "./sqlite-write-claims.js";
 import { openReadOnly } from "./sqlite-readonly.js";
 import { prepareSpace, SqliteMaintenance, type SqliteSpaceSettings } from "./sqlite-maintenance.js";
 import type { GroupCommitReport } from "../tracing/group-commit-span.js";
@@ -42,6 +44,8 @@ interface Request {
   args: unknown;
   /** Epoch milliseconds after which the caller has given up (`--store-timeout`); an unstarted request is then dropped. */
   deadline: number;
+  /** A write's slot in {@link claims} (-1: untracked); absent for a read. */
+  slot?: number;
 }
 
 interface WorkerInit {
@@ -59,9 +63,12 @@ interface WorkerInit {
    * (sqlite-checkpoint.ts).
    */
   checkpoints?: boolean;
+  /** The writer: the shared table in which the main thread cancels writes not yet started (sqlite-write-claims.ts). */
+  claims?: SharedArrayBuffer;
 }
 
 const init = workerData as WorkerInit;
+const claims = init.claims === undefined ? undefined : new WriteClaims(init.claims);
 const port = init.port;
 const ops = sqliteOps as Record<string, { kind: "read" | "write"; large?: boolean; run: (db: Database.Database, args: unknown, ctx: OpContext) => unknown }>;
 
@@ -220,6 +227,7 @@ function answer(part: Request[]): number {
     notifications.length = 0;
   }
   port.postMessage({ type: "replies", replies, notifications, commit }, transferables(replies));
+  if (claims !== undefined) for (const r of part) claims.release(r.id, r.slot ?? -1);
   // runBatch set `commit` when the part had writes (control-flow analysis cannot see that).
   return (commit as GroupCommitReport | undefined)?.size ?? 0;
 }
@@ -282,8 +290,8 @@ function commitGroup(live: Request[], expired: Reply[], notifications: Notificat
   const pending: Notification[] = [];
   for (const w of live) {
     // BEGIN IMMEDIATE may have waited for another process's lock: a write whose
-    // caller has been answered "outcome unknown" meanwhile is not applied late.
-    if (Date.now() > w.deadline) {
+    // deadline passed meanwhile, or that the main thread cancelled, is not applied late.
+    if (Date.now() > w.deadline || !(claims?.start(w.id, w.slot ?? -1) ?? true)) {
       replies.push(expiredReply(w.id));
       continue;
     }

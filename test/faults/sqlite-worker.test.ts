@@ -52,7 +52,8 @@ describe("the SQLite worker", () => {
     cleanups.push(() => holder.close());
     holder.exec("BEGIN IMMEDIATE");
     const late = save(db, "late", 1);
-    expect(await outcomes([late])).toEqual(["outcome_unknown"]);
+    // Not started (its BEGIN IMMEDIATE still waits): cancelled at the deadline, so the caller hears nothing was written.
+    expect(await outcomes([late])).toEqual(["unreachable"]);
     // The caller has its answer; now the worker's BEGIN IMMEDIATE gets the lock.
     holder.exec("ROLLBACK");
     // One worker answers in order: this write is answered after the late one was dropped or applied.

@@ -1,0 +1,67 @@
+/** Slots of a {@link WriteClaims} table: writes tracked at once (256 KiB of shared memory). */
+export const WRITE_SLOTS = 65536;
+
+const QUEUED = 1;
+const STARTED = 2;
+const CANCELLED = 3;
+
+/**
+ * Who decides a queued SQLite write's fate when its `--store-timeout` runs
+ * out: the main thread (the caller is answered "nothing was written" and the
+ * write never runs) or the writer worker (it has started the write, which
+ * may still commit). Wire-contract's rule that an answer matches what is
+ * stored (docs/DESIGN.md principle 1): without this the main thread, whose
+ * timer cannot see the worker's queue, answered "it may still be committed"
+ * for writes that were still waiting unstarted, the common case once group
+ * commits are bounded (issue 11).
+ *
+ * A table of Int32 slots in shared memory, used by both threads with atomic
+ * compare-and-exchange. A write of id `id` uses slot `id % WRITE_SLOTS`,
+ * whose value is `0` when free, else the id's low 30 bits times 4 plus its
+ * state: queued (the main thread sent it), started (the worker is running
+ * it), cancelled (the main thread gave up on it before it started). The id
+ * bits keep a late decision from touching the slot's next write. A write
+ * whose slot is still taken by an older one is untracked (`-1`): it is
+ * answered as before, "it may still be committed".
+ */
+export class WriteClaims {
+  readonly states: Int32Array;
+
+  /** @param memory the shared table (a new one, {@link WRITE_SLOTS} slots, when omitted). */
+  constructor(memory: SharedArrayBuffer = new SharedArrayBuffer(4 * WRITE_SLOTS)) {
+    this.states = new Int32Array(memory);
+  }
+
+  /** The shared memory, to hand to the worker. */
+  get memory(): SharedArrayBuffer {
+    return this.states.buffer as SharedArrayBuffer;
+  }
+
+  /** Main thread, when a write is sent: its slot, or -1 when the slot is taken (untracked). */
+  queue(id: number): number {
+    const slot = id % WRITE_SLOTS;
+    return Atomics.compareExchange(this.states, slot, 0, tag(id) | QUEUED) === 0 ? slot : -1;
+  }
+
+  /** Main thread, at the write's deadline: true when it had not started and now never will (its slot is freed by the worker). */
+  cancel(id: number, slot: number): boolean {
+    return slot >= 0 && Atomics.compareExchange(this.states, slot, tag(id) | QUEUED, tag(id) | CANCELLED) === (tag(id) | QUEUED);
+  }
+
+  /** Worker, just before it runs the write: false when the main thread cancelled it (it must not run). Untracked writes always start. */
+  start(id: number, slot: number): boolean {
+    return slot < 0 || Atomics.compareExchange(this.states, slot, tag(id) | QUEUED, tag(id) | STARTED) === (tag(id) | QUEUED);
+  }
+
+  /** Worker, once the write was answered (run, failed, dropped or cancelled): frees its slot. */
+  release(id: number, slot: number): void {
+    if (slot < 0) return;
+    const v = Atomics.load(this.states, slot);
+    if (v >>> 2 === tag(id) >>> 2) Atomics.compareExchange(this.states, slot, v, 0);
+  }
+}
+
+/** The id bits stored in a slot: the low 30 bits of `id`, shifted past the state. */
+function tag(id: number): number {
+  return (id & 0x3fffffff) << 2;
+}
