@@ -7,8 +7,8 @@ export const GROUP_COMMIT_MAX = 1024;
 /**
  * How many queued requests an SQLite worker takes into one drain, and so how
  * many writes at most share one group commit (one transaction, one fsync;
- * sqlite-worker.ts); the same rule bounds the writes a Redis connection has
- * in flight (redis-write-window.ts). Issue 11.
+ * sqlite-worker.ts); the same rule bounds the writes in flight to one Redis
+ * (one node of a cluster; redis-write-window.ts). Issue 11.
  *
  * Taking everything queued looks cheapest, one fsync for all, but it makes
  * calls travel in one convoy: the worker commits all 64 writes in flight,

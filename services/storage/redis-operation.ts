@@ -114,7 +114,8 @@ export class RedisOperation {
    * may apply it (decides `outcome_unknown`); `refusable`: the key of a write
    * script, whose refusals are noted for health (redis-write-refusal.ts);
    * `window`: the connection's write window, in which each attempt first
-   * takes a place (its wait counts in the operation's time).
+   * takes a place (its wait counts in the operation's time), held until Redis
+   * answers the command or the connection fails.
    *
    * The first attempt is sent before p-retry is involved: almost every call
    * needs no retry, and p-retry's setup for each call (its options, their
@@ -136,13 +137,20 @@ export class RedisOperation {
       if (window === undefined) return await withinMs(Promise.resolve().then(() => request(this.redis)), left);
       const admitted = window.enter(left);
       if (admitted !== undefined) await admitted;
-      try {
-        const rest = this.remainingMs();
-        if (rest <= 0) throw new RedisWindowTimeout("the write got its place in the window to Redis as its time ran out and was not sent");
-        return await withinMs(Promise.resolve().then(() => request(this.redis)), rest);
-      } finally {
+      const rest = this.remainingMs();
+      // A write that waited for its place is sent only with time enough to be answered, as a retry is.
+      if (admitted !== undefined && rest < this.lastAttemptMs()) {
         window.leave();
+        throw new RedisWindowTimeout("the write got its place in the window to Redis with too little time left and was not sent");
       }
+      const sent = Promise.resolve().then(() => request(this.redis));
+      // The place is given back when Redis answers (or the connection fails), not when this attempt stops waiting:
+      // a command cut off unanswered is still at Redis, and the writes behind it wait rather than pile up there.
+      sent.then(
+        () => window.leave(),
+        () => window.leave(),
+      );
+      return await withinMs(sent, rest);
     };
     let first: unknown;
     try {

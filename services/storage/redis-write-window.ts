@@ -18,7 +18,8 @@ interface Waiter {
 
 /**
  * The recorded writes one Redis connection (on a cluster: one node) has sent
- * and not yet seen answered, bounded by an adaptive limit (issue 11; the rule is
+ * and not yet seen answered (an attempt the operation stopped waiting for
+ * still counts until Redis answers it or the connection fails), bounded by an adaptive limit (issue 11; the rule is
  * {@link GroupCommitLimit}'s, group-commit-limit.ts).
  *
  * With `appendfsync always` Redis syncs once per turn of its event loop for
@@ -36,8 +37,10 @@ interface Waiter {
  * nothing does.
  *
  * Waiting counts in the operation's `--store-timeout`; a write that could
- * not be sent in that time fails with {@link RedisWindowTimeout} (not sent,
- * so `unreachable`, nothing written). Reads and the writes that wait for
+ * not be sent in that time, or got its place with less time left than a
+ * retry needs, fails with {@link RedisWindowTimeout} (not sent, so
+ * `unreachable`, nothing written). While Redis stalls, then, at most the
+ * limit's worth of writes is sent into it. Reads and the writes that wait for
  * replicas (`--redis-wait-replicas`, grouped per pipeline instead) do not
  * pass through it.
  */
@@ -75,7 +78,7 @@ export class RedisWriteWindow {
     });
   }
 
-  /** Gives back the place of a write attempt that ended (answered, failed or timed out); admits waiting writes. */
+  /** Gives back the place of a write whose command Redis answered (or whose connection failed), or that was not sent after all; admits waiting writes. */
   leave(): void {
     this.inFlight--;
     if (++this.answered >= this.limit.size || this.inFlight === 0) {

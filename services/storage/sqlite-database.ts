@@ -25,8 +25,9 @@ export interface SqliteOpenOptions {
   path: string;
   /**
    * Milliseconds one operation may take, queueing included, before its call
-   * fails (`--store-timeout`, default 5000): a write with
-   * `StoreFailure("outcome_unknown")`, a read with `unreachable`.
+   * fails (`--store-timeout`, default 5000): a write the worker had started
+   * with `StoreFailure("outcome_unknown")`, one it had not (cancelled, it never
+   * runs) and a read with `unreachable`.
    */
   storeTimeoutMs?: number;
   /**

@@ -226,8 +226,11 @@ function answer(part: Request[]): number {
     replies = part.map((r) => errorReply(r.id, err));
     notifications.length = 0;
   }
-  port.postMessage({ type: "replies", replies, notifications, commit }, transferables(replies));
-  if (claims !== undefined) for (const r of part) claims.release(r.id, r.slot ?? -1);
+  try {
+    port.postMessage({ type: "replies", replies, notifications, commit }, transferables(replies));
+  } finally {
+    if (claims !== undefined) for (const r of part) claims.release(r.id, r.slot ?? -1);
+  }
   // runBatch set `commit` when the part had writes (control-flow analysis cannot see that).
   return (commit as GroupCommitReport | undefined)?.size ?? 0;
 }
@@ -270,16 +273,21 @@ function runWrites(writes: Request[], notifications: Notification[]): Reply[] {
   }
   if (live.length === 0) return expired;
   const startMs = epochMs();
-  const replies = commitGroup(live, expired, notifications);
-  commit = { startMs, endMs: epochMs(), size: live.length };
+  const { replies, started } = commitGroup(live, expired, notifications);
+  // Writes skipped inside the transaction (their deadline passed, or cancelled) are not counted; a group of none is no commit.
+  if (started > 0) commit = { startMs, endMs: epochMs(), size: started };
   return replies;
 }
 
-/** The transaction of {@link runWrites}: `live` writes under one BEGIN IMMEDIATE ... COMMIT; `expired` replies go first. */
-function commitGroup(live: Request[], expired: Reply[], notifications: Notification[]): Reply[] {
+/**
+ * The transaction of {@link runWrites}: `live` writes under one BEGIN
+ * IMMEDIATE ... COMMIT; `expired` replies go first. `started`: the writes
+ * the group carried (all of `live` when the group failed as a whole).
+ */
+function commitGroup(live: Request[], expired: Reply[], notifications: Notification[]): { replies: Reply[]; started: number } {
   const failAll = (err: unknown) => {
     rollbackIfOpen(db);
-    return [...expired, ...live.map((w) => errorReply(w.id, err))];
+    return { replies: [...expired, ...live.map((w) => errorReply(w.id, err))], started: live.length };
   };
   try {
     db.exec("BEGIN IMMEDIATE");
@@ -288,6 +296,7 @@ function commitGroup(live: Request[], expired: Reply[], notifications: Notificat
   }
   const replies: Reply[] = [...expired];
   const pending: Notification[] = [];
+  let started = 0;
   for (const w of live) {
     // BEGIN IMMEDIATE may have waited for another process's lock: a write whose
     // deadline passed meanwhile, or that the main thread cancelled, is not applied late.
@@ -295,6 +304,7 @@ function commitGroup(live: Request[], expired: Reply[], notifications: Notificat
       replies.push(expiredReply(w.id));
       continue;
     }
+    started++;
     const mine: Notification[] = [];
     db.exec("SAVEPOINT op");
     try {
@@ -320,5 +330,5 @@ function commitGroup(live: Request[], expired: Reply[], notifications: Notificat
     return failAll(err);
   }
   notifications.push(...pending);
-  return replies;
+  return { replies, started };
 }

@@ -55,9 +55,8 @@ export class WriteClaims {
 
   /** Worker, once the write was answered (run, failed, dropped or cancelled): frees its slot. */
   release(id: number, slot: number): void {
-    if (slot < 0) return;
-    const v = Atomics.load(this.states, slot);
-    if (v >>> 2 === tag(id) >>> 2) Atomics.compareExchange(this.states, slot, v, 0);
+    // The only change the main thread can make meanwhile to this id's slot is queued → cancelled, which this overrides.
+    if (slot >= 0 && Atomics.load(this.states, slot) >>> 2 === tag(id) >>> 2) Atomics.store(this.states, slot, 0);
   }
 }
 
