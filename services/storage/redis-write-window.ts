@@ -4,8 +4,11 @@ import { nodeGroupOf } from "./redis-script.js";
 
 /**
  * Thrown by a write attempt that waited in its connection's
- * {@link RedisWriteWindow} for all the time its operation had left: it was
- * never sent, so nothing of it was applied.
+ * {@link RedisWriteWindow} for all the time its operation had left, or got
+ * its place with too little left: it was never sent, so nothing of it was
+ * applied. The operation ends `StoreFailure("unreachable")`, UNAVAILABLE
+ * "... (earlier writes to Redis were not answered); nothing was written"
+ * (redis-errors.ts; README "Failures").
  */
 export class RedisWindowTimeout extends Error {
   override name = "RedisWindowTimeout";

@@ -55,8 +55,8 @@ interface Request {
   op: string;
   args: unknown;
   deadline: number;
-  /** A write's slot in the writer's {@link WriteClaims} (-1: untracked); absent for a read. */
-  slot?: number;
+  /** A write's slot in the writer's {@link WriteClaims}; -1 for a read or an untracked write. */
+  slot: number;
 }
 
 /**
@@ -154,7 +154,7 @@ interface PendingCall {
   large: boolean;
   /** For a write made inside a traced call: where its group-commit span goes (tracing/group-commit-span.ts). */
   trace: Context | undefined;
-  /** A write's slot in {@link WriteClaims} (-1: untracked). */
+  /** A write's slot in {@link WriteClaims}; -1 for a read or an untracked write. */
   slot: number;
 }
 
@@ -325,7 +325,7 @@ export class SqliteDatabase extends EventEmitter {
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline, write, large: spec.large === true, trace: write ? groupCommitParent() : undefined, slot });
       this.deadlineTimer ??= this.armDeadline(deadline);
-      (write ? this.writer : this.reader).send(write ? { id, op, args, deadline, slot } : { id, op, args, deadline }, transfer);
+      (write ? this.writer : this.reader).send({ id, op, args, deadline, slot }, transfer);
     });
   }
 
@@ -379,7 +379,7 @@ export class SqliteDatabase extends EventEmitter {
       }
       this.pending.delete(id);
       // A write the worker has not started is cancelled here, and then never runs: nothing was written.
-      if (call.write && this.claims.cancel(id, call.slot)) call.reject(this.failureOf(EXPIRED_CODE, "cancelled unstarted at its deadline", true));
+      if (this.claims.cancel(id, call.slot)) call.reject(this.failureOf(EXPIRED_CODE, "cancelled unstarted at its deadline", true));
       else call.reject(sqliteTimeout(call.write ? this.context.write : this.context.read));
     }
   }

@@ -44,8 +44,8 @@ interface Request {
   args: unknown;
   /** Epoch milliseconds after which the caller has given up (`--store-timeout`); an unstarted request is then dropped. */
   deadline: number;
-  /** A write's slot in {@link claims} (-1: untracked); absent for a read. */
-  slot?: number;
+  /** A write's slot in {@link claims}; -1 for a read or an untracked write. */
+  slot: number;
 }
 
 interface WorkerInit {
@@ -229,7 +229,7 @@ function answer(part: Request[]): number {
   try {
     port.postMessage({ type: "replies", replies, notifications, commit }, transferables(replies));
   } finally {
-    if (claims !== undefined) for (const r of part) claims.release(r.id, r.slot ?? -1);
+    if (claims !== undefined) for (const r of part) claims.release(r.id, r.slot);
   }
   // runBatch set `commit` when the part had writes (control-flow analysis cannot see that).
   return (commit as GroupCommitReport | undefined)?.size ?? 0;
@@ -300,7 +300,7 @@ function commitGroup(live: Request[], expired: Reply[], notifications: Notificat
   for (const w of live) {
     // BEGIN IMMEDIATE may have waited for another process's lock: a write whose
     // deadline passed meanwhile, or that the main thread cancelled, is not applied late.
-    if (Date.now() > w.deadline || !(claims?.start(w.id, w.slot ?? -1) ?? true)) {
+    if (Date.now() > w.deadline || claims?.start(w.id, w.slot) === false) {
       replies.push(expiredReply(w.id));
       continue;
     }
