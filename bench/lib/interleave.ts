@@ -15,6 +15,8 @@ export interface PhaseResult {
   p99Ms: number;
   /** CPU time the metered processes spent per operation, in milliseconds (NaN when not metered). */
   cpuMsPerOp: number;
+  /** CPU time the metered main thread spent per operation, in milliseconds (NaN when not metered): the part of {@link cpuMsPerOp} on the event loop. */
+  mainThreadCpuMsPerOp: number;
 }
 
 /** Cumulative CPU seconds (user + system) of some set of processes. */
@@ -25,6 +27,7 @@ export class Sample {
   readonly latenciesMs: number[] = [];
   seconds = 0;
   cpuSeconds = Number.NaN;
+  mainThreadCpuSeconds = Number.NaN;
 
   /** Throughput and p50/p99 of everything gathered so far. */
   summary(): PhaseResult {
@@ -36,6 +39,7 @@ export class Sample {
       p50Ms: quantile(sorted, 0.5),
       p99Ms: quantile(sorted, 0.99),
       cpuMsPerOp: (this.cpuSeconds * 1000) / sorted.length,
+      mainThreadCpuMsPerOp: (this.mainThreadCpuSeconds * 1000) / sorted.length,
     };
   }
 }
@@ -44,7 +48,8 @@ export class Sample {
  * Runs items `from` ..< `to` as `workers` concurrent loops: item i belongs to
  * worker i % workers, and each worker runs its items one after another, so at
  * most `workers` operations are in flight. Adds every latency, the slice's
- * wall time and, with `cpu`, the CPU time it measured to `sample`.
+ * wall time and, with `cpu`, the CPU time it measured to `sample` (and
+ * with `mainThread`, a meter of one thread of that CPU, the main thread's).
  *
  * @throws the first operation error, after every loop has stopped.
  */
@@ -55,9 +60,11 @@ export async function runSlice(
   to: number,
   op: (worker: number, item: number) => Promise<unknown>,
   cpu?: CpuMeter,
+  mainThread?: CpuMeter,
 ): Promise<void> {
   const started = performance.now();
   const cpuBefore = cpu?.();
+  const mainBefore = mainThread?.();
   await Promise.all(
     Array.from({ length: workers }, async (_, w) => {
       for (let i = from + w; i < to; i += workers) {
@@ -69,6 +76,7 @@ export async function runSlice(
   );
   sample.seconds += (performance.now() - started) / 1000;
   if (cpu !== undefined) sample.cpuSeconds = (Number.isNaN(sample.cpuSeconds) ? 0 : sample.cpuSeconds) + cpu() - cpuBefore!;
+  if (mainThread !== undefined) sample.mainThreadCpuSeconds = (Number.isNaN(sample.mainThreadCpuSeconds) ? 0 : sample.mainThreadCpuSeconds) + mainThread() - mainBefore!;
 }
 
 /**
@@ -79,13 +87,25 @@ export function processCpu(pids: readonly number[], includeSelf = true): CpuMete
   return () => {
     const own = process.cpuUsage();
     let total = includeSelf ? (own.user + own.system) / 1e6 : 0;
-    for (const pid of pids) {
-      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-      // utime and stime are fields 14 and 15 of the whole line, in clock ticks (100 per second on Linux).
-      total += (Number(fields[11]) + Number(fields[12])) / 100;
-    }
+    for (const pid of pids) total += statCpuSeconds(`/proc/${pid}/stat`);
     return total;
   };
+}
+
+/**
+ * A CpuMeter over the main thread of process `pid` alone (Linux only): its
+ * event loop, without its worker threads or V8's helper threads (garbage
+ * collection, compilation).
+ */
+export function mainThreadCpu(pid: number): CpuMeter {
+  return () => statCpuSeconds(`/proc/${pid}/task/${pid}/stat`);
+}
+
+/** User + system CPU seconds in a /proc `stat` file (a process's or a thread's). */
+function statCpuSeconds(path: string): number {
+  const fields = readFileSync(path, "utf8").split(") ")[1]!.split(" ");
+  // utime and stime are fields 14 and 15 of the whole line, in clock ticks (100 per second on Linux).
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 /**
@@ -93,7 +113,8 @@ export function processCpu(pids: readonly number[], includeSelf = true): CpuMete
  * items (A then B, then B then A, ...), so that load from other processes on a
  * shared machine falls on every contender alike and their ratio stays fair.
  * `cpu`, when given, meters every slice: one meter for all contenders, or one
- * per contender (in the order of `ops`). Returns one Sample per contender,
+ * per contender (in the order of `ops`); `mainThread`, one meter per
+ * contender of its main thread alone. Returns one Sample per contender,
  * in the order of `ops`.
  */
 export async function interleaved(
@@ -102,12 +123,13 @@ export async function interleaved(
   count: number,
   slice: number,
   cpu?: CpuMeter | readonly CpuMeter[],
+  mainThread?: readonly CpuMeter[],
 ): Promise<Sample[]> {
   const samples = ops.map(() => new Sample());
   const meterOf = (k: number) => (typeof cpu === "function" || cpu === undefined ? cpu : cpu[k]);
   for (let from = 0, turn = 0; from < count; from += slice, turn++) {
     const order = turn % 2 === 0 ? ops.map((_, k) => k) : ops.map((_, k) => ops.length - 1 - k);
-    for (const k of order) await runSlice(samples[k]!, workers, from, Math.min(count, from + slice), ops[k]!, meterOf(k));
+    for (const k of order) await runSlice(samples[k]!, workers, from, Math.min(count, from + slice), ops[k]!, meterOf(k), mainThread?.[k]);
   }
   return samples;
 }
