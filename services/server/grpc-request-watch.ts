@@ -1,4 +1,4 @@
-import type { ServerHttp2Stream } from "node:http2";
+import { constants, type ServerHttp2Stream } from "node:http2";
 import { gunzipSync, inflateSync } from "node:zlib";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { InflightBudget } from "./inflight-budget.js";
@@ -19,8 +19,14 @@ const refusal = (problem: string) => new ConnectError(`request: ${problem}`, Cod
  * - the request's bytes are taken from `budget` as soon as the message's
  *   length prefix arrives, before the rest is read: when they do not fit,
  *   reading pauses (HTTP/2 flow control holds the client back) until there
- *   is room, or the call is refused RESOURCE_EXHAUSTED. They are given back
- *   when the stream closes;
+ *   is room, or the call is refused RESOURCE_EXHAUSTED. A prefix announcing
+ *   more than `maxMessageBytes` takes nothing: grpc-js refuses it
+ *   RESOURCE_EXHAUSTED at once. The bytes are given back when the stream
+ *   closes. A call answered before its request arrived whole (refused, or
+ *   past its deadline) has its stream reset with NO_ERROR once the answer is
+ *   written (RFC 9113 section 8.1): the client stops sending, and the stream
+ *   closes even if the client would keep it open, which would otherwise
+ *   hold its bytes in the budget for as long as the connection lasts;
  * - a prefix whose flags are not 0 or 1, or that marks the message
  *   compressed while the call names no compression (`grpc-encoding`
  *   absent or `identity`), is refused INVALID_ARGUMENT;
@@ -55,6 +61,10 @@ export class GrpcRequestWatch {
     private readonly refuse: (err: ConnectError) => void,
   ) {
     stream.prependListener("data", this.onData);
+    // The answer is written: a body still arriving will not be read, so the stream is reset (and closes).
+    stream.once("finish", () => {
+      if (!stream.readableEnded && !stream.closed) stream.close(constants.NGHTTP2_NO_ERROR);
+    });
     stream.once("close", () => {
       stream.off("data", this.onData);
       if (this.taken > 0) budget.release(this.taken);
@@ -81,6 +91,8 @@ export class GrpcRequestWatch {
     if (flags === 1 && this.encoding === "identity") {
       return this.refuse(refusal("the message is marked compressed, but the call names no compression (grpc-encoding)"));
     }
+    // Over the message limit: grpc-js refuses it (RESOURCE_EXHAUSTED) without reading it.
+    if (this.declared > this.maxMessageBytes) return;
     this.take(GRPC_PREFIX_BYTES + this.declared);
     if (flags === 1 && DECOMPRESS[this.encoding] !== undefined) {
       // This chunk completed the prefix, and may begin before it (a prefix split over chunks).

@@ -27,7 +27,8 @@ export interface SqliteOpenOptions {
    * Milliseconds one operation may take, queueing included, before its call
    * fails (`--store-timeout`, default 5000): a write the worker had started
    * with `StoreFailure("outcome_unknown")`, one it had not (cancelled, it never
-   * runs) and a read with `unreachable`.
+   * runs) and a read with `unreachable`; a write the worker had already
+   * answered, its answer not yet handled here, with that answer.
    */
   storeTimeoutMs?: number;
   /**
@@ -367,7 +368,9 @@ export class SqliteDatabase extends EventEmitter {
    * Fails every call whose deadline has passed, then waits for the next one:
    * a write the worker has not started with "nothing was written" (it is
    * cancelled and never runs, sqlite-write-claims.ts), a started one with "it
-   * may still be committed", a read with "did not answer".
+   * may still be committed", a read with "did not answer". A write the worker
+   * has already answered (its slot freed, its reply not yet handled by this
+   * busy thread) is left to that reply, which says what happened.
    */
   private expire(): void {
     this.deadlineTimer = undefined;
@@ -377,9 +380,11 @@ export class SqliteDatabase extends EventEmitter {
         this.deadlineTimer = this.armDeadline(call.deadline);
         return;
       }
+      const outcome = call.write ? this.claims.cancel(id, call.slot) : undefined;
+      if (outcome === "answered") continue;
       this.pending.delete(id);
       // A write the worker has not started is cancelled here, and then never runs: nothing was written.
-      if (this.claims.cancel(id, call.slot)) call.reject(this.failureOf(EXPIRED_CODE, "cancelled unstarted at its deadline", true));
+      if (outcome === "cancelled") call.reject(this.failureOf(EXPIRED_CODE, "cancelled unstarted at its deadline", true));
       else call.reject(sqliteTimeout(call.write ? this.context.write : this.context.read));
     }
   }

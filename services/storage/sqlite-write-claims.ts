@@ -5,6 +5,9 @@ const QUEUED = 1;
 const STARTED = 2;
 const CANCELLED = 3;
 
+/** What {@link WriteClaims.cancel} found: see there. */
+export type CancelOutcome = "cancelled" | "started" | "answered";
+
 /**
  * Who decides a queued SQLite write's fate when its `--store-timeout` runs
  * out: the main thread (the caller is answered "nothing was written" and the
@@ -43,9 +46,20 @@ export class WriteClaims {
     return Atomics.compareExchange(this.states, slot, 0, tag(id) | QUEUED) === 0 ? slot : -1;
   }
 
-  /** Main thread, at the write's deadline: true when it had not started and now never will (its slot is freed by the worker). */
-  cancel(id: number, slot: number): boolean {
-    return slot >= 0 && Atomics.compareExchange(this.states, slot, tag(id) | QUEUED, tag(id) | CANCELLED) === (tag(id) | QUEUED);
+  /**
+   * Main thread, at the write's deadline: tries to cancel it. Returns
+   * `cancelled` when it had not started and now never will (the worker frees
+   * its slot when it reaches it); `started` when the worker is running it,
+   * or when it is untracked (slot -1: nothing is known, so it may have
+   * started); `answered` when the worker has already answered it and freed
+   * its slot (its answer is on its way to the main thread and says what
+   * happened: run, failed, or dropped unstarted).
+   */
+  cancel(id: number, slot: number): CancelOutcome {
+    if (slot < 0) return "started";
+    const seen = Atomics.compareExchange(this.states, slot, tag(id) | QUEUED, tag(id) | CANCELLED);
+    if (seen === (tag(id) | QUEUED)) return "cancelled";
+    return seen === (tag(id) | STARTED) ? "started" : "answered";
   }
 
   /** Worker, just before it runs the write: false when the main thread cancelled it (it must not run). Untracked writes always start. */

@@ -12,6 +12,10 @@ import { grpcClient } from "../helpers/clients.js";
 const STORE_TIMEOUT_MS = 400;
 /** Acquires sent at once: more than one group commit takes (16 at first). */
 const CALLS = 40;
+/** The burst test's `--store-timeout` and calls: enough for the main thread to be busy when deadlines pass. */
+const BURST_TIMEOUT_MS = 200;
+const BURST_CALLS = 3000;
+const BURST_WAVES = 3;
 
 /**
  * A write still waiting unstarted when its `--store-timeout` runs out is
@@ -28,17 +32,23 @@ describe("SQLite writes that time out before they start", () => {
     for (const c of cleanups.splice(0).reverse()) await c();
   });
 
-  test("are answered 'nothing was written' and never applied, even once the lock is free", async () => {
+  /** A lease server on a fresh SQLite file with `--store-timeout timeoutMs`, and another connection holding that file's write lock. */
+  async function lockedStore(timeoutMs: number) {
     const dir = mkdtempSync(join(tmpdir(), "mecatl-unstarted-"));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const path = join(dir, "store.sqlite");
-    const server = await startServer(["session-lease", "--store", `sqlite:${path}`, "--store-timeout", `${STORE_TIMEOUT_MS}ms`]);
+    const server = await startServer(["session-lease", "--store", `sqlite:${path}`, "--store-timeout", `${timeoutMs}ms`]);
     cleanups.push(() => server.stop());
     const leases = grpcClient(SessionLeaseService, server.address);
     await leases.acquire({ sessionId: "warm", owner: "a" });
     const other = new Database(path);
     cleanups.push(() => other.close());
     other.exec("BEGIN IMMEDIATE");
+    return { leases, other };
+  }
+
+  test("are answered 'nothing was written' and never applied, even once the lock is free", async () => {
+    const { leases, other } = await lockedStore(STORE_TIMEOUT_MS);
     // Let go of the lock after the calls' deadline, while the writer waits for it again: the writes it then finds cancelled must not run.
     const released = new Promise<void>((resolve) =>
       setTimeout(() => {
@@ -69,5 +79,31 @@ describe("SQLite writes that time out before they start", () => {
       const granted = await leases.acquire({ sessionId: id, owner: "b" });
       expect(granted.lease?.owner).toBe("b");
     }
+  });
+
+  test("under a burst, a write the writer already answered is left to its answer, not called 'may still be committed'", async () => {
+    // The writer drops a write whose deadline passed (its own check) and frees its slot; when this
+    // busy thread's timer then runs before that answer arrives, the write is not running: only the
+    // answer can say what happened. Here the lock is held throughout, so nothing can be written.
+    const { leases, other } = await lockedStore(BURST_TIMEOUT_MS);
+    const outcomes: string[] = [];
+    for (let wave = 0; wave < BURST_WAVES; wave++) {
+      const answers = await Promise.all(
+        Array.from({ length: BURST_CALLS }, (_, i) =>
+          leases.acquire({ sessionId: `burst-${wave}-${i}`, owner: "a" }).then(
+            () => "OK",
+            (err: unknown) => ConnectError.from(err).rawMessage,
+          ),
+        ),
+      );
+      outcomes.push(...answers);
+    }
+    other.exec("ROLLBACK");
+    const counts = new Map<string, number>();
+    for (const o of outcomes) {
+      const kind = o.endsWith("; nothing was written") ? "nothing was written" : o;
+      counts.set(kind, (counts.get(kind) ?? 0) + 1);
+    }
+    expect(Object.fromEntries(counts)).toEqual({ "nothing was written": BURST_WAVES * BURST_CALLS });
   });
 });

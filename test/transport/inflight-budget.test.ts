@@ -6,6 +6,7 @@ import { SaveRequestSchema, SessionStoreService } from "../../gen/mecatl/driver/
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient, HARNESS_MESSAGE_BYTES } from "../helpers/clients.js";
 import { MIN_DEFAULT_INFLIGHT_BYTES } from "../../services/server/inflight-default.js";
+import { MAX_MESSAGE_BYTES } from "../../services/server/server.js";
 import { expectCode } from "../helpers/errors.js";
 import { metricValue } from "../helpers/metrics.js";
 import { waitFor } from "../helpers/wait.js";
@@ -43,6 +44,11 @@ describe("the memory budget for bytes in flight (--max-inflight-bytes 48MB)", ()
     stream.write(Buffer.concat([prefix, Buffer.alloc(1024)]));
     return stream;
   }
+
+  test("a request over the message limit is refused by the limit, not the budget, and takes nothing from it", async () => {
+    expect(await unfinishedSave(h2)).toEqual({ status: String(Code.ResourceExhausted), message: `Received message larger than max (${MAX_MESSAGE_BYTES + 1} vs ${MAX_MESSAGE_BYTES})`, rstCode: 0 });
+    expect(await inflight()).toBe(0);
+  });
 
   test("a request larger than the whole budget is refused at once", async () => {
     const err = await expectCode(grpcClient(SessionStoreService, server.address).save({ sessionId: "huge", snapshot: snapshot(20 * MiB) }), Code.ResourceExhausted);
@@ -112,3 +118,65 @@ describe(`the default budget's floor (--max-inflight-bytes ${MIN_DEFAULT_INFLIGH
     await waitFor(async () => (await metricValue(server.metricsAddress!, "mecatl_drivers_inflight_bytes")) === 0, 10_000, "the budget to be given back");
   });
 });
+
+/**
+ * A request refused before its body was read whole (here: its prefix
+ * announces more than the message limit, which grpc-js refuses
+ * RESOURCE_EXHAUSTED) gives its budget back when its answer is written, not
+ * when the client closes the stream: a client that keeps its connection and
+ * the stream open must not hold the server's budget (fresh-eyes run of
+ * 2026-12-06: three such Saves on one connection held 415 MB until the
+ * connection closed, and a later 20 MiB Save was refused). The server then
+ * resets the stream (NO_ERROR, RFC 9113 section 8.1) so the client stops
+ * sending the rest.
+ */
+describe("a request over the message limit on a connection kept open (--max-inflight-bytes 450MB)", () => {
+  let server: ServerProcess;
+  let h2: ClientHttp2Session;
+  beforeAll(async () => {
+    server = await startServer(["session-store", "--store", "sqlite::memory:", "--max-inflight-bytes", "450MB", "--metrics-listen", "127.0.0.1:0"]);
+    h2 = connect(`http://${server.address}`);
+  });
+  afterAll(async () => {
+    h2?.close();
+    await server?.stop();
+  });
+
+  test("is refused RESOURCE_EXHAUSTED and its stream reset NO_ERROR, as is one whose deadline passes mid-body; their budget is given back and a large Save then fits", async () => {
+    for (let i = 0; i < 3; i++) {
+      expect(await unfinishedSave(h2)).toEqual({ status: String(Code.ResourceExhausted), message: `Received message larger than max (${MAX_MESSAGE_BYTES + 1} vs ${MAX_MESSAGE_BYTES})`, rstCode: 0 });
+    }
+    // Taken from the budget, then answered before its body arrived: its deadline passes.
+    expect(await unfinishedSave(h2, 20 * MiB, { "grpc-timeout": "300m" })).toEqual({ status: String(Code.DeadlineExceeded), message: "Deadline exceeded", rstCode: 0 });
+    expect(h2.closed).toBe(false);
+    await waitFor(async () => (await metricValue(server.metricsAddress!, "mecatl_drivers_inflight_bytes")) === 0, 10_000, "the budget to be given back");
+    const client = grpcClient(SessionStoreService, server.address);
+    await client.save({ sessionId: "after-oversize", snapshot: snapshot(40 * MiB) });
+    expect((await client.load({ sessionId: "after-oversize" })).snapshot?.payload.length).toBe(40 * MiB);
+  });
+});
+
+/**
+ * Sends a gRPC Save on `h2` whose prefix announces `declared` bytes (default:
+ * one byte more than the message limit), with 64 KiB of its body and
+ * `headers`, and keeps the stream open. Resolves to the answer's
+ * grpc-status and grpc-message and the stream's RST_STREAM code once the
+ * server closes it, or `rstCode: "open after 5 s"`.
+ */
+async function unfinishedSave(h2: ClientHttp2Session, declared = MAX_MESSAGE_BYTES + 1, headers: Record<string, string> = {}): Promise<{ status: string; message: string; rstCode: number | string }> {
+  const stream = h2.request({ ":method": "POST", ":path": `/${SessionStoreService.typeName}/Save`, "content-type": "application/grpc", te: "trailers", ...headers });
+  stream.on("error", () => undefined);
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(declared, 1);
+  stream.write(Buffer.concat([prefix, Buffer.alloc(64 * 1024)]));
+  const answer = new Promise<{ status: string; message: string }>((resolve) => {
+    const take = (h: Record<string, unknown>) => h["grpc-status"] !== undefined && resolve({ status: String(h["grpc-status"]), message: decodeURIComponent(String(h["grpc-message"])) });
+    stream.on("response", take);
+    stream.on("trailers", take);
+  });
+  const closed = new Promise<number>((resolve) => stream.on("close", () => resolve(stream.rstCode ?? -1)));
+  // Read the (empty) answer body: a stream reset with NO_ERROR closes once its readable side is consumed.
+  stream.resume();
+  const rstCode = await Promise.race([closed, new Promise<string>((resolve) => setTimeout(() => resolve("open after 5 s"), 5000))]);
+  return { ...(await answer), rstCode };
+}
