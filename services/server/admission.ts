@@ -8,7 +8,7 @@ import type { TokenFile } from "./auth.js";
 import type { InflightBudget } from "./inflight-budget.js";
 import { ConnectCallBytes } from "./connect-call-bytes.js";
 import { framingStatus } from "./grpc-framing-status.js";
-import { GRPC_PREFIX_BYTES, GrpcRequestWatch } from "./grpc-request-watch.js";
+import { GRPC_PREFIX_BYTES, GrpcRequestWatch, resetUnreadBodyWhenAnswered } from "./grpc-request-watch.js";
 
 /** What is checked before a request's body is read. */
 export interface AdmissionOptions {
@@ -28,7 +28,8 @@ const HEALTH_PATH = `/${Health.typeName}/`;
  *
  * - authentication from the metadata alone: a call without a valid bearer
  *   token ends with UNAUTHENTICATED and its body is never buffered (grpc-js
- *   discards what still arrives); health is open;
+ *   discards what still arrives, and the stream is reset once the refusal is
+ *   written); health is open;
  * - the body is watched as it arrives (grpc-request-watch.ts): its bytes
  *   are taken from the in-flight budget once the message's length prefix
  *   arrives (reading pauses while there is no room, or the call ends with
@@ -50,10 +51,14 @@ export function grpcAdmission(options: AdmissionOptions): grpc.ServerInterceptor
       start: (next) =>
         next({
           onReceiveMetadata: (metadata, admit) => {
-            const problem = options.auth?.problem(metadata.get("authorization")[0] as string | undefined);
-            if (problem !== undefined) return refuse(new ConnectError(problem, Code.Unauthenticated));
             // grpc-js keeps the call's grpc-encoding on its base call and removes it from the metadata.
             const { stream, incomingEncoding } = call as unknown as { stream?: ServerHttp2Stream; incomingEncoding?: string };
+            const problem = options.auth?.problem(metadata.get("authorization")[0] as string | undefined);
+            if (problem !== undefined) {
+              // The body still arriving is never read: the stream is reset once the refusal is written.
+              if (stream !== undefined) resetUnreadBodyWhenAnswered(stream);
+              return refuse(new ConnectError(problem, Code.Unauthenticated));
+            }
             const encoding = incomingEncoding ?? "identity";
             if (stream !== undefined) watch = new GrpcRequestWatch(stream, options.budget, encoding, options.maxMessageBytes, refuse);
             admit(metadata);

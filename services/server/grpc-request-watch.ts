@@ -12,6 +12,21 @@ const DECOMPRESS: Record<string, (data: Buffer, options: { maxOutputLength: numb
 const refusal = (problem: string) => new ConnectError(`request: ${problem}`, Code.InvalidArgument);
 
 /**
+ * Once the answer on `stream` is written, resets the stream with NO_ERROR
+ * if the client is still sending its request body (RFC 9113 section 8.1):
+ * the body will not be read, the client stops sending it, and the stream
+ * closes even if the client would keep it open (holding its in-flight
+ * budget and a stream slot). Only a call refused or past its deadline
+ * before its request arrived whole has such a body: grpc-js runs a handler
+ * once the request has ended.
+ */
+export function resetUnreadBodyWhenAnswered(stream: ServerHttp2Stream): void {
+  stream.once("finish", () => {
+    if (!stream.readableEnded && !stream.closed) stream.close(constants.NGHTTP2_NO_ERROR);
+  });
+}
+
+/**
  * Watches the body of one gRPC call on the HTTP/2 `stream` as it arrives,
  * before grpc-js reads it (issue 10 deliverables 1 and 3; wire-contract.md
  * section 1: a bad request is INVALID_ARGUMENT and changes nothing):
@@ -22,11 +37,9 @@ const refusal = (problem: string) => new ConnectError(`request: ${problem}`, Cod
  *   is room, or the call is refused RESOURCE_EXHAUSTED. A prefix announcing
  *   more than `maxMessageBytes` takes nothing: grpc-js refuses it
  *   RESOURCE_EXHAUSTED at once. The bytes are given back when the stream
- *   closes. A call answered before its request arrived whole (refused, or
- *   past its deadline) has its stream reset with NO_ERROR once the answer is
- *   written (RFC 9113 section 8.1): the client stops sending, and the stream
- *   closes even if the client would keep it open, which would otherwise
- *   hold its bytes in the budget for as long as the connection lasts;
+ *   closes, which {@link resetUnreadBodyWhenAnswered} makes happen once a
+ *   call answered before its request arrived whole (refused, or past its
+ *   deadline) is answered, even if the client would keep the stream open;
  * - a prefix whose flags are not 0 or 1, or that marks the message
  *   compressed while the call names no compression (`grpc-encoding`
  *   absent or `identity`), is refused INVALID_ARGUMENT;
@@ -61,10 +74,7 @@ export class GrpcRequestWatch {
     private readonly refuse: (err: ConnectError) => void,
   ) {
     stream.prependListener("data", this.onData);
-    // The answer is written: a body still arriving will not be read, so the stream is reset (and closes).
-    stream.once("finish", () => {
-      if (!stream.readableEnded && !stream.closed) stream.close(constants.NGHTTP2_NO_ERROR);
-    });
+    resetUnreadBodyWhenAnswered(stream);
     stream.once("close", () => {
       stream.off("data", this.onData);
       if (this.taken > 0) budget.release(this.taken);

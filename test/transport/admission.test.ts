@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { writeFileSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { connect } from "node:http2";
 import * as grpc from "@grpc/grpc-js";
 import { Code, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
@@ -13,6 +14,7 @@ import { grpcClient, MAX_MESSAGE_BYTES } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
 import { rawGrpcClient, rawUnary } from "../helpers/raw-grpc.js";
 import { rssBytes } from "../helpers/rss.js";
+import { unfinishedSave } from "../helpers/unfinished-request.js";
 
 const MiB = 1024 * 1024;
 
@@ -43,6 +45,16 @@ describe("authentication before the body (--auth-token-file)", () => {
     server = await startServer(["session-store", "event-log", "--store", "sqlite::memory:", "--auth-token-file", tokenFile, "--connect-listen", "127.0.0.1:0"]);
   });
   afterAll(() => server?.stop());
+
+  test("an unauthenticated request whose body is still arriving is refused, then its stream reset NO_ERROR", async () => {
+    // A client that keeps sending (and the stream open) after the refusal must not keep a stream of the server's.
+    const h2 = connect(`http://${server.address}`);
+    try {
+      expect(await unfinishedSave(h2, 20 * MiB)).toEqual({ status: String(Code.Unauthenticated), message: "missing authorization: Bearer <token> metadata", rstCode: 0 });
+    } finally {
+      h2.close();
+    }
+  });
 
   test("an unauthenticated 60 MiB Save is refused UNAUTHENTICATED and server memory does not grow", async () => {
     const pid = server.proc.pid!;

@@ -10,6 +10,7 @@ import { MAX_MESSAGE_BYTES } from "../../services/server/server.js";
 import { expectCode } from "../helpers/errors.js";
 import { metricValue } from "../helpers/metrics.js";
 import { waitFor } from "../helpers/wait.js";
+import { unfinishedSave } from "../helpers/unfinished-request.js";
 
 const MiB = 1024 * 1024;
 const snapshot = (bytes: number) => ({ format: "sessnap-json/1", payload: Buffer.alloc(bytes, 0x61) });
@@ -155,28 +156,3 @@ describe("a request over the message limit on a connection kept open (--max-infl
     expect((await client.load({ sessionId: "after-oversize" })).snapshot?.payload.length).toBe(40 * MiB);
   });
 });
-
-/**
- * Sends a gRPC Save on `h2` whose prefix announces `declared` bytes (default:
- * one byte more than the message limit), with 64 KiB of its body and
- * `headers`, and keeps the stream open. Resolves to the answer's
- * grpc-status and grpc-message and the stream's RST_STREAM code once the
- * server closes it, or `rstCode: "open after 5 s"`.
- */
-async function unfinishedSave(h2: ClientHttp2Session, declared = MAX_MESSAGE_BYTES + 1, headers: Record<string, string> = {}): Promise<{ status: string; message: string; rstCode: number | string }> {
-  const stream = h2.request({ ":method": "POST", ":path": `/${SessionStoreService.typeName}/Save`, "content-type": "application/grpc", te: "trailers", ...headers });
-  stream.on("error", () => undefined);
-  const prefix = Buffer.alloc(5);
-  prefix.writeUInt32BE(declared, 1);
-  stream.write(Buffer.concat([prefix, Buffer.alloc(64 * 1024)]));
-  const answer = new Promise<{ status: string; message: string }>((resolve) => {
-    const take = (h: Record<string, unknown>) => h["grpc-status"] !== undefined && resolve({ status: String(h["grpc-status"]), message: decodeURIComponent(String(h["grpc-message"])) });
-    stream.on("response", take);
-    stream.on("trailers", take);
-  });
-  const closed = new Promise<number>((resolve) => stream.on("close", () => resolve(stream.rstCode ?? -1)));
-  // Read the (empty) answer body: a stream reset with NO_ERROR closes once its readable side is consumed.
-  stream.resume();
-  const rstCode = await Promise.race([closed, new Promise<string>((resolve) => setTimeout(() => resolve("open after 5 s"), 5000))]);
-  return { ...(await answer), rstCode };
-}

@@ -1,0 +1,29 @@
+import type { ClientHttp2Session } from "node:http2";
+import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { MAX_MESSAGE_BYTES } from "../../services/server/server.js";
+
+/**
+ * Sends a gRPC Save on `h2` whose prefix announces `declared` bytes (default:
+ * one byte more than the message limit), with 64 KiB of its body and
+ * `headers` (an `authorization`, a `grpc-timeout`), and keeps the stream
+ * open: a request the server answers before it has read it whole. Resolves to the answer's
+ * grpc-status and grpc-message and the stream's RST_STREAM code once the
+ * server closes it, or `rstCode: "open after 5 s"`.
+ */
+export async function unfinishedSave(h2: ClientHttp2Session, declared = MAX_MESSAGE_BYTES + 1, headers: Record<string, string> = {}): Promise<{ status: string; message: string; rstCode: number | string }> {
+  const stream = h2.request({ ":method": "POST", ":path": `/${SessionStoreService.typeName}/Save`, "content-type": "application/grpc", te: "trailers", ...headers });
+  stream.on("error", () => undefined);
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(declared, 1);
+  stream.write(Buffer.concat([prefix, Buffer.alloc(64 * 1024)]));
+  const answer = new Promise<{ status: string; message: string }>((resolve) => {
+    const take = (h: Record<string, unknown>) => h["grpc-status"] !== undefined && resolve({ status: String(h["grpc-status"]), message: decodeURIComponent(String(h["grpc-message"])) });
+    stream.on("response", take);
+    stream.on("trailers", take);
+  });
+  const closed = new Promise<number>((resolve) => stream.on("close", () => resolve(stream.rstCode ?? -1)));
+  // Read the (empty) answer body: a stream reset with NO_ERROR closes once its readable side is consumed.
+  stream.resume();
+  const rstCode = await Promise.race([closed, new Promise<string>((resolve) => setTimeout(() => resolve("open after 5 s"), 5000))]);
+  return { ...(await answer), rstCode };
+}
