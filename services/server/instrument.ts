@@ -39,6 +39,7 @@ export function instrument(service: DescService, impl: AnyServiceImpl, options: 
     if (fn === undefined) continue;
     const inFlight = options.metrics.rpcsInFlight.labels(service.typeName, method.name);
     const seconds = options.metrics.rpcSeconds.labels(service.typeName, method.name);
+    const rpc = `${service.name}/${method.name}`;
     const byCode = new Map<string, { inc(): void }>();
     const count = (code: string) => {
       let child = byCode.get(code);
@@ -52,11 +53,11 @@ export function instrument(service: DescService, impl: AnyServiceImpl, options: 
     const finish = (started: bigint, err: unknown) => {
       inFlight.dec();
       const ce = err === undefined ? undefined : toConnectError(err);
-      recordStoreFailure(options, `${service.name}/${method.name}`, err);
+      recordStoreFailure(options, rpc, err);
       count(ce === undefined ? "OK" : Code[ce.code]);
       seconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
       if (ce?.code === Code.Internal) {
-        options.logger.error({ rpc: `${service.name}/${method.name}`, err: ce.cause instanceof Error ? ce.cause.message : String(ce.cause) }, "internal error");
+        options.logger.error({ rpc, err: ce.cause instanceof Error ? ce.cause.message : String(ce.cause) }, "internal error");
       }
       return ce;
     };
