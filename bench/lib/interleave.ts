@@ -75,8 +75,13 @@ export async function runSlice(
     }),
   );
   sample.seconds += (performance.now() - started) / 1000;
-  if (cpu !== undefined) sample.cpuSeconds = (Number.isNaN(sample.cpuSeconds) ? 0 : sample.cpuSeconds) + cpu() - cpuBefore!;
-  if (mainThread !== undefined) sample.mainThreadCpuSeconds = (Number.isNaN(sample.mainThreadCpuSeconds) ? 0 : sample.mainThreadCpuSeconds) + mainThread() - mainBefore!;
+  if (cpu !== undefined) sample.cpuSeconds = added(sample.cpuSeconds, cpu() - cpuBefore!);
+  if (mainThread !== undefined) sample.mainThreadCpuSeconds = added(sample.mainThreadCpuSeconds, mainThread() - mainBefore!);
+}
+
+/** `total` (NaN until the first slice is metered) plus `seconds`. */
+function added(total: number, seconds: number): number {
+  return (Number.isNaN(total) ? 0 : total) + seconds;
 }
 
 /**

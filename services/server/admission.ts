@@ -8,7 +8,7 @@ import type { TokenFile } from "./auth.js";
 import type { InflightBudget } from "./inflight-budget.js";
 import { ConnectCallBytes } from "./connect-call-bytes.js";
 import { framingStatus } from "./grpc-framing-status.js";
-import { GRPC_PREFIX_BYTES, GrpcRequestWatch, resetUnreadBodyWhenAnswered } from "./grpc-request-watch.js";
+import { GRPC_PREFIX_BYTES, GrpcRequestWatch } from "./grpc-request-watch.js";
 
 /** What is checked before a request's body is read. */
 export interface AdmissionOptions {
@@ -28,8 +28,7 @@ const HEALTH_PATH = `/${Health.typeName}/`;
  *
  * - authentication from the metadata alone: a call without a valid bearer
  *   token ends with UNAUTHENTICATED and its body is never buffered (grpc-js
- *   discards what still arrives, and the stream is reset once the refusal is
- *   written); health is open;
+ *   discards what still arrives); health is open;
  * - the body is watched as it arrives (grpc-request-watch.ts): its bytes
  *   are taken from the in-flight budget once the message's length prefix
  *   arrives (reading pauses while there is no room, or the call ends with
@@ -37,7 +36,10 @@ const HEALTH_PATH = `/${Health.typeName}/`;
  *   a compressed mark without a compression, a message that does not
  *   decompress, bytes after the one message) ends INVALID_ARGUMENT;
  * - a body that does not hold exactly one request message ends
- *   INVALID_ARGUMENT, not grpc-js's UNIMPLEMENTED (grpc-framing-status.ts).
+ *   INVALID_ARGUMENT, not grpc-js's UNIMPLEMENTED (grpc-framing-status.ts);
+ * - a call answered before its body arrived whole (refused, or past its
+ *   deadline) has its stream reset with NO_ERROR once answered
+ *   ({@link resetUnreadBodyWhenAnswered}).
  *
  * Must be the first interceptor: it reads the HTTP/2 stream grpc-js keeps on
  * its base call (see GrpcRequestWatch).
@@ -53,12 +55,10 @@ export function grpcAdmission(options: AdmissionOptions): grpc.ServerInterceptor
           onReceiveMetadata: (metadata, admit) => {
             // grpc-js keeps the call's grpc-encoding on its base call and removes it from the metadata.
             const { stream, incomingEncoding } = call as unknown as { stream?: ServerHttp2Stream; incomingEncoding?: string };
+            // Whatever answers the call (a refusal here or in the watch, grpc-js, the handler), a body still arriving is not read on.
+            if (stream !== undefined) resetUnreadBodyWhenAnswered(stream);
             const problem = options.auth?.problem(metadata.get("authorization")[0] as string | undefined);
-            if (problem !== undefined) {
-              // The body still arriving is never read: the stream is reset once the refusal is written.
-              if (stream !== undefined) resetUnreadBodyWhenAnswered(stream);
-              return refuse(new ConnectError(problem, Code.Unauthenticated));
-            }
+            if (problem !== undefined) return refuse(new ConnectError(problem, Code.Unauthenticated));
             const encoding = incomingEncoding ?? "identity";
             if (stream !== undefined) watch = new GrpcRequestWatch(stream, options.budget, encoding, options.maxMessageBytes, refuse);
             admit(metadata);
@@ -74,6 +74,22 @@ export function grpcAdmission(options: AdmissionOptions): grpc.ServerInterceptor
   };
 }
 
+/**
+ * Once the answer on `stream` is written, resets the stream with NO_ERROR
+ * if the client is still sending its request body (RFC 9113 section 8.1):
+ * the body will not be read, the client stops sending it, and the stream
+ * closes even if the client would keep it open, which would otherwise hold
+ * the request's bytes in the in-flight budget (grpc-request-watch.ts) and a
+ * stream slot for as long as the connection lasts. Only a call answered
+ * before its request arrived whole (refused, or past its deadline) has such
+ * a body: grpc-js runs a handler once the request has ended.
+ */
+function resetUnreadBodyWhenAnswered(stream: ServerHttp2Stream): void {
+  stream.once("finish", () => {
+    if (!stream.readableEnded && !stream.closed) stream.close(constants.NGHTTP2_NO_ERROR);
+  });
+}
+
 type AnyRequest = IncomingMessage | Http2ServerRequest;
 type AnyResponse = ServerResponse | Http2ServerResponse;
 
@@ -86,7 +102,9 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
  * body is read (waiting for room, or RESOURCE_EXHAUSTED). `handler` gets the
  * call's {@link ConnectCallBytes} to charge the rest (a body of unknown
  * length, the answer); all of it is given back once the answer is written
- * or the response closes, whichever comes first.
+ * or the response closes, whichever comes first. A body still arriving
+ * once the answer is written is refused with an HTTP/2 reset, as on the gRPC
+ * listener ({@link resetUnreadBodyWhenAnswered}).
  */
 export function connectAdmission<Req extends AnyRequest, Res extends AnyResponse>(
   handler: (req: Req, res: Res, bytes: ConnectCallBytes) => void,
@@ -94,6 +112,8 @@ export function connectAdmission<Req extends AnyRequest, Res extends AnyResponse
 ): (req: Req, res: Res) => void {
   return (req, res) => {
     const health = req.url?.startsWith(HEALTH_PATH) === true;
+    // A body left unread (a request refused before or midway) is not read on once answered; Node discards an HTTP/1.1 one.
+    if ("stream" in req) resetUnreadBodyWhenAnswered(req.stream);
     if (!health) {
       const authorization = req.headers.authorization;
       const problem = options.auth?.problem(Array.isArray(authorization) ? authorization[0] : authorization);
@@ -101,14 +121,8 @@ export function connectAdmission<Req extends AnyRequest, Res extends AnyResponse
     }
     // Health is open and never waits for room, as on the gRPC listener: a probe must answer while big calls fill the budget.
     const bytes = new ConnectCallBytes(health ? undefined : options.budget);
-    // The answer is written (an HTTP/2 response's own "finish" waits for its stream to close): give
-    // back the call's bytes. A body left unread (a request refused midway) is not read on: HTTP/2
-    // asks the client to stop sending it (RST_STREAM NO_ERROR after the complete answer, RFC 9113
-    // section 8.1), else the stream would wait for it forever; Node discards an HTTP/1.1 one.
-    ("stream" in res ? res.stream : res).once("finish", () => {
-      bytes.end();
-      if (!req.complete && "stream" in req) req.stream.close(constants.NGHTTP2_NO_ERROR);
-    });
+    // The answer is written (an HTTP/2 response's own "finish" waits for its stream to close): give back the call's bytes.
+    ("stream" in res ? res.stream : res).once("finish", () => bytes.end());
     res.once("close", () => bytes.end());
     const declared = Number(req.headers["content-length"]);
     if (!Number.isInteger(declared) || declared <= 0) return handler(req, res, bytes);

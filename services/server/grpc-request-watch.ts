@@ -1,4 +1,4 @@
-import { constants, type ServerHttp2Stream } from "node:http2";
+import type { ServerHttp2Stream } from "node:http2";
 import { gunzipSync, inflateSync } from "node:zlib";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { InflightBudget } from "./inflight-budget.js";
@@ -12,21 +12,6 @@ const DECOMPRESS: Record<string, (data: Buffer, options: { maxOutputLength: numb
 const refusal = (problem: string) => new ConnectError(`request: ${problem}`, Code.InvalidArgument);
 
 /**
- * Once the answer on `stream` is written, resets the stream with NO_ERROR
- * if the client is still sending its request body (RFC 9113 section 8.1):
- * the body will not be read, the client stops sending it, and the stream
- * closes even if the client would keep it open (holding its in-flight
- * budget and a stream slot). Only a call refused or past its deadline
- * before its request arrived whole has such a body: grpc-js runs a handler
- * once the request has ended.
- */
-export function resetUnreadBodyWhenAnswered(stream: ServerHttp2Stream): void {
-  stream.once("finish", () => {
-    if (!stream.readableEnded && !stream.closed) stream.close(constants.NGHTTP2_NO_ERROR);
-  });
-}
-
-/**
  * Watches the body of one gRPC call on the HTTP/2 `stream` as it arrives,
  * before grpc-js reads it (issue 10 deliverables 1 and 3; wire-contract.md
  * section 1: a bad request is INVALID_ARGUMENT and changes nothing):
@@ -37,9 +22,8 @@ export function resetUnreadBodyWhenAnswered(stream: ServerHttp2Stream): void {
  *   is room, or the call is refused RESOURCE_EXHAUSTED. A prefix announcing
  *   more than `maxMessageBytes` takes nothing: grpc-js refuses it
  *   RESOURCE_EXHAUSTED at once. The bytes are given back when the stream
- *   closes, which {@link resetUnreadBodyWhenAnswered} makes happen once a
- *   call answered before its request arrived whole (refused, or past its
- *   deadline) is answered, even if the client would keep the stream open;
+ *   closes (admission.ts resets a stream whose call was answered before its
+ *   body arrived whole, so a client that keeps it open cannot hold them);
  * - a prefix whose flags are not 0 or 1, or that marks the message
  *   compressed while the call names no compression (`grpc-encoding`
  *   absent or `identity`), is refused INVALID_ARGUMENT;
@@ -74,7 +58,6 @@ export class GrpcRequestWatch {
     private readonly refuse: (err: ConnectError) => void,
   ) {
     stream.prependListener("data", this.onData);
-    resetUnreadBodyWhenAnswered(stream);
     stream.once("close", () => {
       stream.off("data", this.onData);
       if (this.taken > 0) budget.release(this.taken);

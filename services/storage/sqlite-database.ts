@@ -380,7 +380,8 @@ export class SqliteDatabase extends EventEmitter {
         this.deadlineTimer = this.armDeadline(call.deadline);
         return;
       }
-      const outcome = call.write ? this.claims.cancel(id, call.slot) : undefined;
+      // A read's slot is -1: never cancelled, never answered meanwhile.
+      const outcome = this.claims.cancel(id, call.slot);
       if (outcome === "answered") continue;
       this.pending.delete(id);
       // A write the worker has not started is cancelled here, and then never runs: nothing was written.

@@ -1,4 +1,4 @@
-import type { ClientHttp2Session } from "node:http2";
+import type { ClientHttp2Session, ClientHttp2Stream } from "node:http2";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { MAX_MESSAGE_BYTES } from "../../services/server/server.js";
 
@@ -11,11 +11,7 @@ import { MAX_MESSAGE_BYTES } from "../../services/server/server.js";
  * server closes it, or `rstCode: "open after 5 s"`.
  */
 export async function unfinishedSave(h2: ClientHttp2Session, declared = MAX_MESSAGE_BYTES + 1, headers: Record<string, string> = {}): Promise<{ status: string; message: string; rstCode: number | string }> {
-  const stream = h2.request({ ":method": "POST", ":path": `/${SessionStoreService.typeName}/Save`, "content-type": "application/grpc", te: "trailers", ...headers });
-  stream.on("error", () => undefined);
-  const prefix = Buffer.alloc(5);
-  prefix.writeUInt32BE(declared, 1);
-  stream.write(Buffer.concat([prefix, Buffer.alloc(64 * 1024)]));
+  const stream = startSave(h2, declared, 64 * 1024, headers);
   const answer = new Promise<{ status: string; message: string }>((resolve) => {
     const take = (h: Record<string, unknown>) => h["grpc-status"] !== undefined && resolve({ status: String(h["grpc-status"]), message: decodeURIComponent(String(h["grpc-message"])) });
     stream.on("response", take);
@@ -26,4 +22,18 @@ export async function unfinishedSave(h2: ClientHttp2Session, declared = MAX_MESS
   stream.resume();
   const rstCode = await Promise.race([closed, new Promise<string>((resolve) => setTimeout(() => resolve("open after 5 s"), 5000))]);
   return { ...(await answer), rstCode };
+}
+
+/**
+ * Starts a gRPC Save on `h2` whose length prefix announces `declared` bytes
+ * and sends only the prefix and the first `sent` bytes of the message, with
+ * `headers`; the stream stays open (its errors are ignored).
+ */
+export function startSave(h2: ClientHttp2Session, declared: number, sent: number, headers: Record<string, string> = {}): ClientHttp2Stream {
+  const stream = h2.request({ ":method": "POST", ":path": `/${SessionStoreService.typeName}/Save`, "content-type": "application/grpc", te: "trailers", ...headers });
+  stream.on("error", () => undefined);
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(declared, 1);
+  stream.write(Buffer.concat([prefix, Buffer.alloc(sent)]));
+  return stream;
 }

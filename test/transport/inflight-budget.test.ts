@@ -10,7 +10,7 @@ import { MAX_MESSAGE_BYTES } from "../../services/server/server.js";
 import { expectCode } from "../helpers/errors.js";
 import { metricValue } from "../helpers/metrics.js";
 import { waitFor } from "../helpers/wait.js";
-import { unfinishedSave } from "../helpers/unfinished-request.js";
+import { startSave, unfinishedSave } from "../helpers/unfinished-request.js";
 
 const MiB = 1024 * 1024;
 const snapshot = (bytes: number) => ({ format: "sessnap-json/1", payload: Buffer.alloc(bytes, 0x61) });
@@ -37,14 +37,7 @@ describe("the memory budget for bytes in flight (--max-inflight-bytes 48MB)", ()
   });
 
   /** Starts a Save whose length prefix announces `bytes` and sends only the first kilobyte of it. */
-  function stalledSave(bytes: number) {
-    const stream = h2.request({ ":method": "POST", ":path": `/${SessionStoreService.typeName}/Save`, "content-type": "application/grpc", te: "trailers" });
-    stream.on("error", () => undefined);
-    const prefix = Buffer.alloc(5);
-    prefix.writeUInt32BE(bytes, 1);
-    stream.write(Buffer.concat([prefix, Buffer.alloc(1024)]));
-    return stream;
-  }
+  const stalledSave = (bytes: number) => startSave(h2, bytes, 1024);
 
   test("a request over the message limit is refused by the limit, not the budget, and takes nothing from it", async () => {
     expect(await unfinishedSave(h2)).toEqual({ status: String(Code.ResourceExhausted), message: `Received message larger than max (${MAX_MESSAGE_BYTES + 1} vs ${MAX_MESSAGE_BYTES})`, rstCode: 0 });
