@@ -84,7 +84,7 @@ export function grpcAdmission(options: AdmissionOptions): grpc.ServerInterceptor
  * before its request arrived whole (refused, or past its deadline) has such
  * a body: grpc-js runs a handler once the request has ended.
  */
-function resetUnreadBodyWhenAnswered(stream: ServerHttp2Stream): void {
+export function resetUnreadBodyWhenAnswered(stream: ServerHttp2Stream): void {
   stream.once("finish", () => {
     if (!stream.readableEnded && !stream.closed) stream.close(constants.NGHTTP2_NO_ERROR);
   });

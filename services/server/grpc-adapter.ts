@@ -7,6 +7,7 @@ import { decodeRequest } from "../rpc/decode-request.js";
 import { hasFramingRoom, preEncoded } from "../rpc/encoded-answer.js";
 import { frameInPlace } from "./grpc-framed-answers.js";
 import type { InflightBudget } from "./inflight-budget.js";
+import type { DirectUnaryCall, DirectUnaryPath } from "./grpc-direct-unary.js";
 
 /**
  * A service implementation with loose method types, as the adapter sees it:
@@ -15,7 +16,9 @@ import type { InflightBudget } from "./inflight-budget.js";
  */
 export type AnyServiceImpl = Record<string, (request: any, context: HandlerContext) => any>;
 
-type GrpcCall = grpc.ServerUnaryCall<Buffer, Buffer> | grpc.ServerWritableStream<Buffer, Buffer>;
+/** A unary call, from grpc-js or served directly (grpc-direct-unary.ts). */
+type UnaryCall = grpc.ServerUnaryCall<Buffer, Buffer> | DirectUnaryCall;
+type GrpcCall = UnaryCall | grpc.ServerWritableStream<Buffer, Buffer>;
 
 /**
  * Mounts a Connect-style service implementation on a grpc-js server
@@ -38,8 +41,10 @@ type GrpcCall = grpc.ServerUnaryCall<Buffer, Buffer> | grpc.ServerWritableStream
  * @param streams open server streams, ended together at shutdown.
  * @param budget answers take their encoded bytes from it until the call ends;
  *   an answer that finds no room fails with RESOURCE_EXHAUSTED.
+ * @param direct when given, the unary methods are also served by it
+ *   (grpc-direct-unary.ts), grpc-js keeping the calls it leaves.
  */
-export function mountOnGrpc(server: grpc.Server, service: DescService, impl: AnyServiceImpl, streams: OpenStreams, budget: InflightBudget): void {
+export function mountOnGrpc(server: grpc.Server, service: DescService, impl: AnyServiceImpl, streams: OpenStreams, budget: InflightBudget, direct?: DirectUnaryPath): void {
   const definition: Record<string, grpc.MethodDefinition<Buffer, Buffer>> = {};
   const handlers: grpc.UntypedServiceImplementation = {};
   for (const method of service.methods) {
@@ -56,6 +61,7 @@ export function mountOnGrpc(server: grpc.Server, service: DescService, impl: Any
     };
     const fn = impl[method.localName];
     if (method.methodKind === "unary") {
+      direct?.add(definition[method.localName]!.path, { run: (call) => runUnary(service, method, fn, call, budget) });
       handlers[method.localName] = (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
         void runUnary(service, method, fn, call, budget).then(
           (response) => callback(null, response),
@@ -209,7 +215,7 @@ function encode(desc: DescMessage, message: unknown): Buffer {
  *
  * @throws ConnectError RESOURCE_EXHAUSTED when no room was made in time.
  */
-async function budgetAnswer(call: grpc.ServerUnaryCall<Buffer, Buffer>, budget: InflightBudget, answer: Buffer): Promise<Buffer> {
+async function budgetAnswer(call: UnaryCall, budget: InflightBudget, answer: Buffer): Promise<Buffer> {
   if (!budget.tryTake(answer.length)) await budget.take(answer.length, "answer");
   if (call.cancelled) budget.release(answer.length);
   else call.once("cancelled", () => budget.release(answer.length));
@@ -220,7 +226,7 @@ async function runUnary(
   service: DescService,
   method: DescMethod,
   fn: AnyServiceImpl[string] | undefined,
-  call: grpc.ServerUnaryCall<Buffer, Buffer>,
+  call: UnaryCall,
   budget: InflightBudget,
 ): Promise<Buffer> {
   // Unary calls are not cut short by shutdown: they get the grace period.

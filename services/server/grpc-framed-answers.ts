@@ -22,6 +22,29 @@ export function frameInPlace(wire: Buffer): Buffer {
   return frame;
 }
 
+/**
+ * An answer's bytes as one gRPC message: an answer framed by
+ * {@link frameInPlace} as it is, any other copied behind a new prefix (flag
+ * 0, big-endian length), as grpc-js frames it.
+ */
+export function framedAnswer(bytes: Buffer): Buffer {
+  if (framed.has(bytes)) return bytes;
+  const frame = Buffer.allocUnsafe(FRAMING_ROOM_BYTES + bytes.length);
+  frame[0] = 0;
+  frame.writeUInt32BE(bytes.length, 1);
+  bytes.copy(frame, FRAMING_ROOM_BYTES);
+  return frame;
+}
+
+/**
+ * Gives the memory of a framed answer back to common/spare-payload-memory.ts
+ * if it came from there, once HTTP/2 has written it to the socket with the
+ * stream still open (see {@link sendFramedAnswersAsIs} for why only then).
+ */
+export function answerWritten(frame: Buffer): void {
+  if (framed.has(frame) && sparePayloadMemory.owns(frame.buffer)) sparePayloadMemory.giveBack(frame.buffer);
+}
+
 /** grpc-js's server call class, whose `serializeMessage` frames each answer (an internal of grpc-js 1.14, pinned in package.json). */
 interface GrpcServerCall {
   prototype: { serializeMessage(value: unknown): Buffer; sendMessage(message: unknown, callback: () => void): void; checkCancelled(): boolean };
@@ -61,10 +84,9 @@ export function sendFramedAnswersAsIs(): void {
   );
   call!.prototype.serializeMessage = asIs;
   call!.prototype.sendMessage = function (this: { checkCancelled(): boolean }, message: unknown, callback: () => void): void {
-    if (!(message instanceof Buffer) || !framed.has(message) || !sparePayloadMemory.owns(message.buffer)) return send.call(this, message, callback);
-    const memory = message.buffer;
+    if (!(message instanceof Buffer) || !framed.has(message)) return send.call(this, message, callback);
     send.call(this, message, () => {
-      if (!this.checkCancelled()) sparePayloadMemory.giveBack(memory);
+      if (!this.checkCancelled()) answerWritten(message);
       callback();
     });
   };

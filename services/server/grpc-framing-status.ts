@@ -3,6 +3,11 @@ import * as grpc from "@grpc/grpc-js";
 /** A status as a grpc-js server interceptor sends it (grpc-js does not export the type by name). */
 export type SentStatus = Parameters<grpc.ServerInterceptingCall["sendStatus"]>[0];
 
+/** The message of a call whose body ended before one whole request message. */
+export const NO_WHOLE_MESSAGE = "request: the call carried no whole request message (its body was empty, or ended before the length its message prefix declares)";
+/** The message of a call whose body held a second request message. */
+export const SECOND_MESSAGE = "request: the call carried more than one request message; this method takes one";
+
 /**
  * The status grpc-js gives a call whose body does not hold exactly one
  * request message, restated as this driver answers every bad request:
@@ -20,10 +25,10 @@ export function framingStatus(status: SentStatus): SentStatus {
   if (status.code !== grpc.status.UNIMPLEMENTED) return status;
   const details = status.details ?? "";
   if (details.startsWith("Received no request message")) {
-    return { ...status, code: grpc.status.INVALID_ARGUMENT, details: "request: the call carried no whole request message (its body was empty, or ended before the length its message prefix declares)" };
+    return { ...status, code: grpc.status.INVALID_ARGUMENT, details: NO_WHOLE_MESSAGE };
   }
   if (details.startsWith("Received a second request message")) {
-    return { ...status, code: grpc.status.INVALID_ARGUMENT, details: "request: the call carried more than one request message; this method takes one" };
+    return { ...status, code: grpc.status.INVALID_ARGUMENT, details: SECOND_MESSAGE };
   }
   return status;
 }

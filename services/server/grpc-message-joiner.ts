@@ -16,7 +16,7 @@ const PREFIX_BYTES = 5;
 export const SHARED_MESSAGE_BYTES = 1024 * 1024;
 
 /** The state grpc-js's `StreamDecoder` keeps per call, replaced by ours (the constructor's `maxReadMessageLength` is kept). */
-interface JoinerState {
+export interface JoinerState {
   /** The largest message accepted, in bytes, or -1 for no limit (set by grpc-js's constructor). */
   maxReadMessageLength: number;
   /** The message being filled (prefix included), once its prefix is whole. */

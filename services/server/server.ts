@@ -9,6 +9,7 @@ import { openBackend, backendProblem, onBackendHealthChange, onDurabilityCheck, 
 import { StartupError } from "../storage/redis-connection.js";
 import { refuseUnfinishedCopy } from "../storage/copy/unfinished-copy.js";
 import { mountOnGrpc, OpenStreams, type AnyServiceImpl } from "./grpc-adapter.js";
+import { DirectUnaryPath } from "./grpc-direct-unary.js";
 import { grpcAdmission, type AdmissionOptions } from "./admission.js";
 import { joinGrpcMessagesOnArrival } from "./grpc-message-joiner.js";
 import { sendFramedAnswersAsIs } from "./grpc-framed-answers.js";
@@ -277,6 +278,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   joinGrpcMessagesOnArrival();
   sendFramedAnswersAsIs();
   const grpcServer = new grpc.Server(grpcServerOptions(options.connections, admission));
+  const directUnary = new DirectUnaryPath(admission);
+  directUnary.install(grpcServer);
   const probes = healthAddr === undefined ? undefined : new grpc.Server();
   const gate = new StartGate();
 
@@ -331,10 +334,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const mounted = (await Promise.all(SERVICE_MODULES.filter((m) => options.services.includes(m.name)).map((m) => m.mount(ctx)))).flat();
     const health = new HealthState(mounted.map((m) => m.desc.typeName));
     const instrumented = mounted.map((m) => ({ desc: m.desc, impl: instrument(m.desc, m.impl, { metrics, logger, trace: tracing === undefined ? undefined : { backend: store.kind } }) }));
-    const withHealth: MountedService[] = [...instrumented, { desc: Health, impl: healthService(health) as unknown as AnyServiceImpl }];
-    for (const m of withHealth) mountOnGrpc(grpcServer, m.desc, m.impl, openStreams, admission.budget);
-    connect?.serve(withHealth);
-    if (probes !== undefined) mountOnGrpc(probes, Health, healthService(health) as unknown as AnyServiceImpl, openStreams, admission.budget);
+    const healthImpl = healthService(health) as unknown as AnyServiceImpl;
+    // Health stays on grpc-js: it is open without a token and takes nothing from the budget (admission.ts).
+    for (const m of instrumented) mountOnGrpc(grpcServer, m.desc, m.impl, openStreams, admission.budget, directUnary);
+    mountOnGrpc(grpcServer, Health, healthImpl, openStreams, admission.budget);
+    connect?.serve([...instrumented, { desc: Health, impl: healthImpl }]);
+    if (probes !== undefined) mountOnGrpc(probes, Health, healthImpl, openStreams, admission.budget);
     if (metricsAddress !== undefined && (options.storeSizeIntervalMs ?? 0) > 0) {
       const stop = await refreshStoreMetrics(store, metrics, options.storeSizeIntervalMs!, logger).catch((err: Error) => {
         throw new StartupError(`cannot measure the store for the metrics (${err.message}); pass --store-size-interval 0 to turn the measurement off`);

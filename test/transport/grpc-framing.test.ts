@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { connect, constants } from "node:http2";
 import { gzipSync } from "node:zlib";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { SessionLeaseService } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
@@ -8,34 +7,15 @@ import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { conformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { grpcClient } from "../helpers/clients.js";
+import { grpcFramed, grpcPrefix, h2GrpcCall } from "../helpers/h2-grpc-call.js";
 
-/** A gRPC message prefix: flags 0 and a 4-byte big-endian length. */
-const prefix = (length: number) => Buffer.from([0, (length >>> 24) & 0xff, (length >>> 16) & 0xff, (length >>> 8) & 0xff, length & 0xff]);
-const framed = (message: Uint8Array) => Buffer.concat([prefix(message.length), message]);
+const prefix = grpcPrefix;
+const framed = grpcFramed;
 
-/** Posts `body` (or its parts, one after another) to `path` over HTTP/2 as a gRPC call (with the `extra` headers) and resolves to its grpc-status and grpc-message. */
-function rawCall(address: string, path: string, body: Buffer | Buffer[], extra: Record<string, string> = {}): Promise<{ status: string | undefined; message: string }> {
-  return new Promise((resolve, reject) => {
-    const session = connect(`http://${address}`);
-    session.on("error", reject);
-    const stream = session.request({ [constants.HTTP2_HEADER_METHOD]: "POST", [constants.HTTP2_HEADER_PATH]: path, "content-type": "application/grpc", te: "trailers", ...extra });
-    let headers: Record<string, unknown> = {};
-    stream.on("response", (h) => (headers = h));
-    stream.on("trailers", (t) => (headers = { ...headers, ...t }));
-    stream.on("data", () => undefined);
-    stream.on("error", reject);
-    stream.on("close", () => {
-      session.close();
-      resolve({ status: headers["grpc-status"] as string | undefined, message: decodeURIComponent((headers["grpc-message"] as string | undefined) ?? "") });
-    });
-    // Parts are written a turn apart, so that they arrive as separate DATA frames.
-    const parts = Array.isArray(body) ? body : [body];
-    const send = (i: number): void => {
-      if (i === parts.length - 1) stream.end(parts[i]);
-      else stream.write(parts[i], () => setTimeout(() => send(i + 1), 20));
-    };
-    send(0);
-  });
+/** Posts `body` to `path` as a gRPC call (h2-grpc-call.ts) and resolves to its grpc-status and grpc-message. */
+async function rawCall(address: string, path: string, body: Buffer | Buffer[], extra: Record<string, string> = {}): Promise<{ status: string | undefined; message: string }> {
+  const { status, message } = await h2GrpcCall(address, path, body, extra);
+  return { status, message };
 }
 
 /**

@@ -1,0 +1,274 @@
+import * as grpc from "@grpc/grpc-js";
+import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { resetUnreadBodyWhenAnswered, type AdmissionOptions } from "./admission.js";
+import { GrpcRequestWatch } from "./grpc-request-watch.js";
+import { joinOnArrival, type JoinerState } from "./grpc-message-joiner.js";
+import { NO_WHOLE_MESSAGE, SECOND_MESSAGE } from "./grpc-framing-status.js";
+import { answerWritten, framedAnswer } from "./grpc-framed-answers.js";
+import { toServiceError } from "./grpc-adapter.js";
+
+/** One unary method served directly: what its path leads to. */
+export interface DirectRoute {
+  /**
+   * Runs the call: decodes `call.request`, runs the method, and resolves to
+   * the answer's bytes (framed or not, grpc-framed-answers.ts) or rejects
+   * with the call's error (grpc-adapter.ts `runUnary`).
+   */
+  run(call: DirectUnaryCall): Promise<Buffer>;
+}
+
+/** `grpc-timeout` as the gRPC over HTTP/2 spec writes it: at most 8 digits and a unit. */
+const TIMEOUT = /^(\d{1,8})([HMSmun])$/;
+const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 0.001, n: 0.000_001 };
+/** Longest delay `setTimeout` keeps (2^31 - 1 ms, about 24.8 days); a longer deadline sets no timer. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** The headers of an answer's start, as grpc-js sends them (gRPC over HTTP/2, "Response-Headers"). */
+const ANSWER_HEADERS = {
+  [constants.HTTP2_HEADER_STATUS]: 200,
+  [constants.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc+proto",
+  "grpc-accept-encoding": "identity,deflate,gzip",
+  "grpc-encoding": "identity",
+};
+const OK_TRAILERS = { "grpc-status": "0", "grpc-message": "OK" };
+
+/**
+ * Serves the unary calls of the driver's services straight from their
+ * HTTP/2 stream, in place of grpc-js's per-call machinery (issue 11
+ * deliverable 1: a lean unary path). grpc-js 1.14 makes, for every call, a
+ * metadata object, a call object with its decoder, a listener chain per
+ * interceptor and an event emitter for the handler, which together cost
+ * about a third of the server's CPU per small call (bench/RESULTS.md). The
+ * connection stays grpc-js's: its settings, keepalive, connection age,
+ * stream limit and shutdown apply as before; only the handling of one
+ * stream moves here.
+ *
+ * Only the plain case is taken: a POST with content type `application/grpc`
+ * or `application/grpc+proto`, no request compression (`grpc-encoding`
+ * absent or `identity`), a `grpc-timeout` absent or well formed, to a path
+ * registered with {@link add}. Every other stream (health, server streaming,
+ * compressed requests, odd headers, unknown paths) goes to grpc-js as
+ * before, whose answers this path matches (test/transport: the same tests
+ * run over both).
+ *
+ * The rules are the admission interceptor's (admission.ts) and grpc-js's:
+ * the bearer token is checked from the headers before the body is read
+ * (UNAUTHENTICATED); the body is watched as it arrives (grpc-request-watch.ts:
+ * the in-flight budget, framing refusals) and joined as grpc-js's decoder
+ * would join it (grpc-message-joiner.ts), refused RESOURCE_EXHAUSTED
+ * `Received message larger than max (N vs M)` over the message limit; a body
+ * without exactly one message is INVALID_ARGUMENT (grpc-framing-status.ts);
+ * the deadline from `grpc-timeout` ends the call DEADLINE_EXCEEDED
+ * `Deadline exceeded`; the answer is one message then the status in
+ * trailers, an error a trailers-only answer carrying
+ * `grpc-status-details-bin` when it has details.
+ */
+export class DirectUnaryPath {
+  private readonly routes = new Map<string, DirectRoute>();
+
+  constructor(private readonly admission: AdmissionOptions) {}
+
+  /** Serves calls to `path` (`/package.Service/Method`) directly from now on. */
+  add(path: string, route: DirectRoute): void {
+    this.routes.set(path, route);
+  }
+
+  /**
+   * Puts this path in front of `server`'s stream handling: must be called
+   * before the server binds or makes a connection injector. It wraps
+   * grpc-js's two stream handlers on this server object, `_streamHandler`
+   * and (channelz on) `_channelzHandler`, internals of grpc-js 1.14 pinned in
+   * package.json; channelz does not count the calls served here.
+   *
+   * @throws Error when grpc-js has no such handlers (an upgrade moved them): the server refuses to start.
+   */
+  install(server: grpc.Server): void {
+    const internals = server as unknown as GrpcServerInternals;
+    if (typeof internals._streamHandler !== "function" || typeof internals._channelzHandler !== "function" || typeof internals.onStreamOpened !== "function") {
+      throw new Error("grpc-js has no Server._streamHandler, _channelzHandler and onStreamOpened to use (grpc-js was upgraded past 1.14?)");
+    }
+    internals._streamHandler = this.inFrontOf(internals._streamHandler);
+    internals._channelzHandler = this.inFrontOf(internals._channelzHandler);
+  }
+
+  /** A stream handler that serves the streams it can and hands the rest to grpc-js's `handler`. */
+  private inFrontOf(handler: StreamHandler): StreamHandler {
+    const path = this;
+    return function (this: GrpcServerInternals, interceptors, stream, headers) {
+      const route = path.routeFor(headers);
+      if (route === undefined) return handler.call(this, interceptors, stream, headers);
+      // What grpc-js does first for every stream: swallow stream errors (a close follows), count it for the idle timeout.
+      stream.once("error", ignore);
+      this.onStreamOpened(stream);
+      new DirectUnaryCall(stream, headers, path.admission).serve(route);
+    };
+  }
+
+  /** The route for a stream whose headers this path can serve, or undefined to leave it to grpc-js. */
+  private routeFor(headers: IncomingHttpHeaders): DirectRoute | undefined {
+    const route = this.routes.get(headers[constants.HTTP2_HEADER_PATH] as string);
+    if (route === undefined || headers[constants.HTTP2_HEADER_METHOD] !== "POST") return undefined;
+    const type = headers[constants.HTTP2_HEADER_CONTENT_TYPE];
+    if (type !== "application/grpc" && type !== "application/grpc+proto") return undefined;
+    const encoding = headers["grpc-encoding"];
+    if (encoding !== undefined && encoding !== "identity") return undefined;
+    const timeout = headers["grpc-timeout"];
+    if (timeout !== undefined && !TIMEOUT.test(timeout as string)) return undefined;
+    return route;
+  }
+}
+
+/** What {@link DirectUnaryPath.install} uses of a grpc-js server. */
+interface GrpcServerInternals {
+  _streamHandler: StreamHandler;
+  _channelzHandler: StreamHandler;
+  onStreamOpened(stream: ServerHttp2Stream): void;
+}
+
+/** grpc-js's handler of a new HTTP/2 stream. */
+type StreamHandler = (this: GrpcServerInternals, interceptors: unknown, stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void;
+
+function ignore(): void {}
+
+/**
+ * One unary call served by {@link DirectUnaryPath}: it reads the request,
+ * runs the route and writes the answer. It offers the handler context
+ * (grpc-adapter.ts) what a grpc-js call offers: `request`, `cancelled` and
+ * the `cancelled` event (emitted once the stream closes, answered or not),
+ * the deadline and the metadata (built on first use).
+ */
+export class DirectUnaryCall {
+  /** The request message's bytes, set once the body ends holding exactly one. */
+  request: Buffer = EMPTY;
+  /** True once the stream has closed (answered, reset by the client, or the connection gone). */
+  cancelled = false;
+  private answered = false;
+  private onCancel: Array<() => void> | undefined;
+  private deadlineMs = Infinity;
+  private timer: NodeJS.Timeout | undefined;
+  private messages = 0;
+  private metadataMade: grpc.Metadata | undefined;
+
+  constructor(
+    private readonly stream: ServerHttp2Stream,
+    private readonly headers: IncomingHttpHeaders,
+    private readonly admission: AdmissionOptions,
+  ) {}
+
+  /** The call's metadata: its headers but the pseudo-headers and those of the transport. */
+  get metadata(): grpc.Metadata {
+    if (this.metadataMade === undefined) {
+      this.metadataMade = grpc.Metadata.fromHttp2Headers(this.headers);
+      for (const name of TRANSPORT_HEADERS) this.metadataMade.remove(name);
+    }
+    return this.metadataMade;
+  }
+
+  /** The deadline in milliseconds since the epoch, Infinity when the call has none. */
+  getDeadline(): number {
+    return this.deadlineMs;
+  }
+
+  /** Runs `fn` once the call is over (at once if it is). Only `cancelled` exists, as grpc-js's unary call emits it. */
+  once(_event: "cancelled", fn: () => void): void {
+    if (this.cancelled) fn();
+    else (this.onCancel ??= []).push(fn);
+  }
+
+  /** Reads the request and, once it is whole, runs `route` and answers. */
+  serve(route: DirectRoute): void {
+    const stream = this.stream;
+    stream.once("close", this.closed);
+    // Whatever answers the call, a body still arriving is not read on (admission.ts).
+    resetUnreadBodyWhenAnswered(stream);
+    const problem = this.admission.auth?.problem(this.headers.authorization);
+    if (problem !== undefined) return this.fail(new ConnectError(problem, Code.Unauthenticated));
+    const timeout = this.headers["grpc-timeout"] as string | undefined;
+    if (timeout !== undefined) this.startDeadline(timeout);
+    const watch = new GrpcRequestWatch(stream, this.admission.budget, "identity", this.admission.maxMessageBytes, this.fail);
+    const joiner: JoinerState = { maxReadMessageLength: this.admission.maxMessageBytes };
+    stream.on("data", (chunk: Buffer) => {
+      if (this.answered) return;
+      let done: Buffer[];
+      try {
+        done = joinOnArrival.call(joiner, chunk);
+      } catch (err) {
+        return this.fail(new ConnectError((err as Error).message, Code.ResourceExhausted));
+      }
+      for (const message of done) {
+        if (++this.messages > 1) return this.fail(new ConnectError(SECOND_MESSAGE, Code.InvalidArgument));
+        this.request = message.subarray(5);
+      }
+    });
+    stream.once("end", () => {
+      if (this.answered) return;
+      if (this.messages === 0) return this.fail(new ConnectError(NO_WHOLE_MESSAGE, Code.InvalidArgument));
+      const trailing = watch.trailing();
+      if (trailing !== undefined) return this.fail(trailing);
+      route.run(this).then(this.answer, this.fail);
+    });
+  }
+
+  private startDeadline(timeout: string): void {
+    const [, amount, unit] = TIMEOUT.exec(timeout)!;
+    const ms = Number(amount) * TIMEOUT_UNIT_MS[unit!]!;
+    this.deadlineMs = Date.now() + ms;
+    if (ms <= MAX_TIMER_MS) this.timer = setTimeout(() => this.fail(new ConnectError("Deadline exceeded", Code.DeadlineExceeded)), ms);
+  }
+
+  /** Writes `frame` (an answer's bytes, framed or not) as the call's one message, then the OK status. */
+  private readonly answer = (bytes: Buffer): void => {
+    if (this.answered || this.gone()) return;
+    const frame = framedAnswer(bytes);
+    if (frame.length - 5 > this.admission.maxMessageBytes) {
+      return this.fail(new ConnectError(`Sent message larger than max (${frame.length} vs. ${this.admission.maxMessageBytes})`, Code.ResourceExhausted));
+    }
+    this.answered = true;
+    const stream = this.stream;
+    stream.respond(ANSWER_HEADERS, { waitForTrailers: true });
+    stream.once("wantTrailers", () => stream.sendTrailers(OK_TRAILERS));
+    stream.write(frame, (err) => {
+      if (err == null && !this.gone()) answerWritten(frame);
+    });
+    stream.end();
+  };
+
+  /** Ends the call with `err`'s status in a trailers-only answer, unless it was answered. */
+  private readonly fail = (err: unknown): void => {
+    if (this.answered || this.gone()) return;
+    this.answered = true;
+    const status = toStatusHeaders(err);
+    this.stream.respond(status, { endStream: true });
+  };
+
+  /** True once the stream can carry nothing more (closed, or destroyed before its close event). */
+  private gone(): boolean {
+    return this.cancelled || this.stream.destroyed || this.stream.closed;
+  }
+
+  private readonly closed = (): void => {
+    this.cancelled = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    const listeners = this.onCancel;
+    this.onCancel = undefined;
+    if (listeners !== undefined) for (const fn of listeners) fn();
+  };
+}
+
+const EMPTY = Buffer.alloc(0);
+
+/** Headers grpc-js leaves out of a call's metadata. */
+const TRANSPORT_HEADERS = ["grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "accept-encoding", "te", "content-type"];
+
+/** A trailers-only answer's headers for `err`: the status, its message (URI-encoded, as grpc-js writes it) and its details. */
+function toStatusHeaders(err: unknown): Record<string, string | number | string[]> {
+  const error = toServiceError(err);
+  return {
+    "grpc-status": String(error.code),
+    "grpc-message": encodeURI(error.details ?? ""),
+    [constants.HTTP2_HEADER_STATUS]: 200,
+    [constants.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc+proto",
+    ...error.metadata?.toHttp2Headers(),
+  } as Record<string, string | number | string[]>;
+}
