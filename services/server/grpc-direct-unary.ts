@@ -217,29 +217,37 @@ export class DirectUnaryCall {
     if (ms <= MAX_TIMER_MS) this.timer = setTimeout(() => this.fail(new ConnectError("Deadline exceeded", Code.DeadlineExceeded)), ms);
   }
 
-  /** Writes `frame` (an answer's bytes, framed or not) as the call's one message, then the OK status. */
+  /** Writes `bytes` (an answer, framed or not) as the call's one message, then the OK status. */
   private readonly answer = (bytes: Buffer): void => {
     if (this.answered || this.gone()) return;
     const frame = framedAnswer(bytes);
     if (frame.length - 5 > this.admission.maxMessageBytes) {
-      return this.fail(new ConnectError(`Sent message larger than max (${frame.length} vs. ${this.admission.maxMessageBytes})`, Code.ResourceExhausted));
+      // grpc-js sends the answer's headers before it checks the size: the refusal comes in trailers.
+      const err = new ConnectError(`Sent message larger than max (${frame.length} vs. ${this.admission.maxMessageBytes})`, Code.ResourceExhausted);
+      return this.end(undefined, statusTrailers(err));
     }
+    this.end(frame, OK_TRAILERS);
+  };
+
+  /** Sends the answer's headers, `frame` when there is one, then `trailers`. */
+  private end(frame: Buffer | undefined, trailers: Record<string, string | string[]>): void {
     this.answered = true;
     const stream = this.stream;
     stream.respond(ANSWER_HEADERS, { waitForTrailers: true });
-    stream.once("wantTrailers", () => stream.sendTrailers(OK_TRAILERS));
-    stream.write(frame, (err) => {
-      if (err == null && !this.gone()) answerWritten(frame);
-    });
+    stream.once("wantTrailers", () => stream.sendTrailers(trailers));
+    if (frame !== undefined) {
+      stream.write(frame, (err) => {
+        if (err == null && !this.gone()) answerWritten(frame);
+      });
+    }
     stream.end();
-  };
+  }
 
   /** Ends the call with `err`'s status in a trailers-only answer, unless it was answered. */
   private readonly fail = (err: unknown): void => {
     if (this.answered || this.gone()) return;
     this.answered = true;
-    const status = toStatusHeaders(err);
-    this.stream.respond(status, { endStream: true });
+    this.stream.respond({ ...statusTrailers(err), ...TRAILERS_ONLY_HEADERS }, { endStream: true });
   };
 
   /** True once the stream can carry nothing more (closed, or destroyed before its close event). */
@@ -261,14 +269,11 @@ const EMPTY = Buffer.alloc(0);
 /** Headers grpc-js leaves out of a call's metadata. */
 const TRANSPORT_HEADERS = ["grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "accept-encoding", "te", "content-type"];
 
-/** A trailers-only answer's headers for `err`: the status, its message (URI-encoded, as grpc-js writes it) and its details. */
-function toStatusHeaders(err: unknown): Record<string, string | number | string[]> {
+/** The headers a trailers-only answer adds to its status (grpc-js sends them in this order, after the status). */
+const TRAILERS_ONLY_HEADERS = { [constants.HTTP2_HEADER_STATUS]: 200, [constants.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc+proto" };
+
+/** `err`'s status as gRPC trailers: its code, its message (URI-encoded, as grpc-js writes it) and its details (`grpc-status-details-bin`). */
+function statusTrailers(err: unknown): Record<string, string | string[]> {
   const error = toServiceError(err);
-  return {
-    "grpc-status": String(error.code),
-    "grpc-message": encodeURI(error.details ?? ""),
-    [constants.HTTP2_HEADER_STATUS]: 200,
-    [constants.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc+proto",
-    ...error.metadata?.toHttp2Headers(),
-  } as Record<string, string | number | string[]>;
+  return { "grpc-status": String(error.code), "grpc-message": encodeURI(error.details ?? ""), ...error.metadata?.toHttp2Headers() } as Record<string, string | string[]>;
 }
