@@ -210,15 +210,18 @@ export class DirectUnaryCall {
       if (this.messages === 0) return this.fail(new ConnectError(NO_WHOLE_MESSAGE, Code.InvalidArgument));
       const trailing = watch.trailing();
       if (trailing !== undefined) return this.fail(trailing);
+      // A deadline that has passed by now (0n, or a body slower than it) is refused before its timer runs: the method must not run.
+      if (Date.now() >= this.deadlineMs) return this.fail(deadlineExceeded());
       route.run(this).then(this.answer, this.fail);
     });
   }
 
   private startDeadline(timeout: string): void {
     const [, amount, unit] = TIMEOUT.exec(timeout)!;
-    const ms = Number(amount) * TIMEOUT_UNIT_MS[unit!]!;
+    // Whole milliseconds, as grpc-js counts them: below 1 ms (1n, 999u) the deadline has passed on arrival.
+    const ms = Math.trunc(Number(amount) * TIMEOUT_UNIT_MS[unit!]!);
     this.deadlineMs = Date.now() + ms;
-    if (ms <= MAX_TIMER_MS) this.timer = setTimeout(() => this.fail(new ConnectError("Deadline exceeded", Code.DeadlineExceeded)), ms);
+    if (ms <= MAX_TIMER_MS) this.timer = setTimeout(() => this.fail(deadlineExceeded()), ms);
   }
 
   /** Writes `bytes` (an answer, framed or not) as the call's one message, then the OK status. */
@@ -269,6 +272,11 @@ export class DirectUnaryCall {
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** The status of a call past its deadline, in grpc-js's words. */
+function deadlineExceeded(): ConnectError {
+  return new ConnectError("Deadline exceeded", Code.DeadlineExceeded);
+}
 
 /** Headers grpc-js leaves out of a call's metadata. */
 const TRANSPORT_HEADERS = ["grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "accept-encoding", "te", "content-type"];
