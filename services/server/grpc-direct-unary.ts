@@ -212,7 +212,8 @@ export class DirectUnaryCall {
       if (trailing !== undefined) return this.fail(trailing);
       // A deadline that has passed by now (0n, or a body slower than it) is refused before its timer runs: the method must not run.
       if (Date.now() >= this.deadlineMs) return this.fail(deadlineExceeded());
-      route.run(this).then(this.answer, this.fail);
+      // Nothing thrown while answering may reach the process (an unhandled rejection ends it): the stream is reset instead.
+      route.run(this).then(this.answer, this.fail).catch(this.broken);
     });
   }
 
@@ -257,6 +258,11 @@ export class DirectUnaryCall {
     this.stream.respond({ ...statusTrailers(err), ...TRAILERS_ONLY_HEADERS }, { endStream: true });
   };
 
+  /** Resets the stream INTERNAL_ERROR (the client hears INTERNAL) when writing its answer failed. */
+  private readonly broken = (): void => {
+    if (!this.stream.destroyed) this.stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+  };
+
   /** True once the stream can carry nothing more (closed, or destroyed before its close event). */
   private gone(): boolean {
     return this.cancelled || this.stream.destroyed || this.stream.closed;
@@ -287,5 +293,14 @@ const TRAILERS_ONLY_HEADERS = { [constants.HTTP2_HEADER_STATUS]: 200, [constants
 /** `err`'s status as gRPC trailers: its code, its message (URI-encoded, as grpc-js writes it) and its details (`grpc-status-details-bin`). */
 function statusTrailers(err: unknown): Record<string, string | string[]> {
   const error = toServiceError(err);
-  return { "grpc-status": String(error.code), "grpc-message": encodeURI(error.details ?? ""), ...error.metadata?.toHttp2Headers() } as Record<string, string | string[]>;
+  return { "grpc-status": String(error.code), "grpc-message": grpcMessage(error.details ?? ""), ...error.metadata?.toHttp2Headers() } as Record<string, string | string[]>;
+}
+
+/** `details` URI-encoded as grpc-js encodes `grpc-message`; a lone UTF-16 surrogate, which `encodeURI` refuses (URIError), becomes U+FFFD. */
+function grpcMessage(details: string): string {
+  try {
+    return encodeURI(details);
+  } catch {
+    return encodeURI(details.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd"));
+  }
 }

@@ -75,6 +75,8 @@ describe("the direct unary path", () => {
         switch (req.owner) {
           case "details":
             throw errorWithReason(Code.FailedPrecondition, "cursor_expired", "a refusal with ErrorInfo: 100% sure?");
+          case "surrogate":
+            throw new ConnectError("a message with a lone surrogate \ud800 in it", Code.InvalidArgument);
           case "internal":
             throw new Error("a stray failure");
           case "counted":
@@ -124,6 +126,13 @@ describe("the direct unary path", () => {
     expect(direct.status).toBe(status);
     if (owner === "big") expect(direct.message).toMatch(/^Sent message larger than max/);
     expect(direct).toEqual(viaGrpcJs);
+  });
+
+  test("a message holding a lone UTF-16 surrogate is sent with U+FFFD in its place (encodeURI would throw, and the thrown error end the process)", async () => {
+    const got = await h2GrpcCall(address, ACQUIRE, grpcFramed(acquireBytes("surrogate")), { authorization: "Bearer tok" });
+    expect(got).toMatchObject({ status: String(Code.InvalidArgument), message: "a message with a lone surrogate \ufffd in it" });
+    // The server still answers.
+    expect((await h2GrpcCall(address, ACQUIRE, grpcFramed(acquireBytes("o")), { authorization: "Bearer tok" })).status).toBe("0");
   });
 
   test("UNAUTHENTICATED without a token, alike on both paths, and the handler never runs", async () => {
