@@ -210,8 +210,9 @@ function encode(desc: DescMessage, message: unknown): Buffer {
 
 /**
  * Takes an encoded answer's bytes from the budget (waiting briefly for room)
- * and gives them back when the call ends (grpc-js emits `cancelled` once the
- * status is sent, or when the client goes away).
+ * and gives them back when the call ends (a grpc-js call emits `cancelled`
+ * once the status is sent, or when the client goes away; a direct one,
+ * grpc-direct-unary.ts, once its stream closes).
  *
  * @throws ConnectError RESOURCE_EXHAUSTED when no room was made in time.
  */
@@ -303,13 +304,23 @@ function drained(call: grpc.ServerWritableStream<Buffer, Buffer>, signal: AbortS
 
 /**
  * Converts an error into the object grpc-js turns into a status: the numeric
- * code (Connect codes equal gRPC codes), the raw message, and trailers with
- * `grpc-status-details-bin` when there are details.
+ * code (Connect codes equal gRPC codes; an error that is not a
+ * ConnectError is INTERNAL, rpc/errors.ts), the raw message made
+ * well-formed, and trailers with `grpc-status-details-bin` when there are
+ * details. The message goes out through `encodeURI`, which throws on a lone
+ * UTF-16 surrogate; the throw, inside grpc-js's status sending or the direct
+ * path's, would end the process (an unhandled rejection), so each lone
+ * surrogate becomes U+FFFD first.
  */
 export function toServiceError(err: unknown): Partial<grpc.StatusObject> & { code: grpc.status } {
   const ce = toConnectError(err);
   const metadata = new grpc.Metadata();
   const details = encodeStatusDetails(ce);
   if (details !== undefined) metadata.set("grpc-status-details-bin", Buffer.from(details));
-  return { code: ce.code as number as grpc.status, details: ce.rawMessage, metadata };
+  return { code: ce.code as number as grpc.status, details: wellFormed(ce.rawMessage), metadata };
+}
+
+/** `text` with each lone UTF-16 surrogate replaced by U+FFFD (String.prototype.toWellFormed, which Node 20 has but ES2023's types lack). */
+function wellFormed(text: string): string {
+  return (text as string & { toWellFormed(): string }).toWellFormed();
 }

@@ -7,6 +7,7 @@ import { joinOnArrival, type JoinerState } from "./grpc-message-joiner.js";
 import { NO_WHOLE_MESSAGE, SECOND_MESSAGE } from "./grpc-framing-status.js";
 import { answerWritten, framedAnswer } from "./grpc-framed-answers.js";
 import { toServiceError } from "./grpc-adapter.js";
+import type { Logger } from "./logger.js";
 
 /** One unary method served directly: what its path leads to. */
 export interface DirectRoute {
@@ -20,6 +21,7 @@ export interface DirectRoute {
 
 /** `grpc-timeout` as the gRPC over HTTP/2 spec writes it: at most 8 digits and a unit. */
 const TIMEOUT = /^(\d{1,8})([HMSmun])$/;
+/** Milliseconds in one of each `grpc-timeout` unit. */
 const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 0.001, n: 0.000_001 };
 /** Longest delay `setTimeout` keeps (2^31 - 1 ms, about 24.8 days); a longer deadline sets no timer. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -39,39 +41,53 @@ const OK_TRAILERS = { "grpc-status": "0", "grpc-message": "OK" };
  * deliverable 1: a lean unary path). grpc-js 1.14 makes, for every call, a
  * metadata object, a call object with its decoder, a listener chain per
  * interceptor and an event emitter for the handler; skipping them took
- * 15–34 µs of server CPU (12–23 %) off every small call (bench/RESULTS.md). The
- * connection stays grpc-js's: its settings, keepalive, connection age,
+ * 15–34 µs of server CPU (12–23 %) off every small call (bench/RESULTS.md).
+ * The connection stays grpc-js's: its settings, keepalive, connection age,
  * stream limit and shutdown apply as before; only the handling of one
  * stream moves here.
  *
- * Only the plain case is taken: a POST with content type `application/grpc`
- * or `application/grpc+proto`, no request compression (`grpc-encoding`
- * absent or `identity`), a `grpc-timeout` absent or well formed, to a path
- * registered with {@link add}. Every other stream (health, server streaming,
- * compressed requests, odd headers, unknown paths) goes to grpc-js as
- * before, whose answers this path matches header for header
- * (test/transport/grpc-direct-unary.test.ts sends each kind of answer both
- * ways and compares them).
+ * Taken: a POST with content type `application/grpc` or
+ * `application/grpc+proto`, no request compression (`grpc-encoding` absent
+ * or `identity`), a `grpc-timeout` absent or as the spec writes it, to a
+ * path registered with {@link add}. Every other stream (health, server
+ * streams, compressed requests, other headers, unknown paths) goes to
+ * grpc-js as before. grpc-js's server interceptors (server.ts) do not see
+ * the calls taken here; their rules are restated below. The answers match
+ * grpc-js's header for header (test/transport/grpc-direct-unary.test.ts
+ * sends each kind both ways and compares them).
  *
- * The rules are the admission interceptor's (admission.ts) and grpc-js's:
- * the bearer token is checked from the headers before the body is read
- * (UNAUTHENTICATED, wire-contract.md section 6); the body is watched as it arrives (grpc-request-watch.ts:
- * the in-flight budget, framing refusals) and joined as grpc-js's decoder
- * would join it (grpc-message-joiner.ts), refused RESOURCE_EXHAUSTED
- * `Received message larger than max (N vs M)` over the message limit; a body
- * without exactly one message is INVALID_ARGUMENT (grpc-framing-status.ts;
- * wire-contract.md section 1: a bad request changes nothing);
- * the deadline from `grpc-timeout` ends the call DEADLINE_EXCEEDED
- * `Deadline exceeded`; the answer is one message then the status in
- * trailers (an answer over the message limit: no message, and
- * RESOURCE_EXHAUSTED `Sent message larger than max (N vs M)` in the
- * trailers), an error a trailers-only answer carrying
- * `grpc-status-details-bin` when it has details.
+ * The rules, each as the admission interceptor (admission.ts) or grpc-js
+ * applies it:
+ * - no valid bearer token: UNAUTHENTICATED, before the body is read
+ *   (wire-contract.md section 6);
+ * - the body is watched as it arrives (grpc-request-watch.ts): the
+ *   in-flight budget is taken at the length prefix (RESOURCE_EXHAUSTED when
+ *   no room comes), and framing a client must not send is INVALID_ARGUMENT;
+ * - the message is joined as it arrives (grpc-message-joiner.ts); a prefix
+ *   over the message limit is RESOURCE_EXHAUSTED
+ *   `Received message larger than max (N vs M)`;
+ * - a body without exactly one message is INVALID_ARGUMENT
+ *   (grpc-framing-status.ts; wire-contract.md section 1: a bad request
+ *   changes nothing);
+ * - `grpc-timeout`: DEADLINE_EXCEEDED `Deadline exceeded` when it passes,
+ *   and the method never runs when it has passed by the time the request is
+ *   whole;
+ * - a client that resets the stream aborts the handler's signal, and a
+ *   method whose request it never finished does not run;
+ * - the answer: headers, the one message, then `grpc-status: 0` in
+ *   trailers; an answer over the message limit: headers, then
+ *   RESOURCE_EXHAUSTED `Sent message larger than max (N vs M)` in trailers;
+ *   an error: a trailers-only answer with its code, message and
+ *   `grpc-status-details-bin` (grpc-adapter.ts `toServiceError`).
  */
 export class DirectUnaryPath {
   private readonly routes = new Map<string, DirectRoute>();
 
-  constructor(private readonly admission: AdmissionOptions) {}
+  /** @param logger where a failure to write an answer is logged (never payloads). */
+  constructor(
+    private readonly admission: AdmissionOptions,
+    private readonly logger: Logger,
+  ) {}
 
   /** Serves calls to `path` (`/package.Service/Method`) directly from now on. */
   add(path: string, route: DirectRoute): void {
@@ -83,29 +99,32 @@ export class DirectUnaryPath {
    * before the server binds or makes a connection injector. It wraps
    * grpc-js's two stream handlers on this server object, `_streamHandler`
    * and (channelz on) `_channelzHandler`, internals of grpc-js 1.14 pinned in
-   * package.json; channelz does not count the calls served here.
+   * package.json; channelz does not count the calls served here, and the
+   * server's interceptors do not see them.
    *
-   * @throws Error when grpc-js has no such handlers (an upgrade moved them): the server refuses to start.
+   * @throws Error when grpc-js has no such handlers (an upgrade moved them), or when the server already listens: the server refuses to start.
    */
   install(server: grpc.Server): void {
     const internals = server as unknown as GrpcServerInternals;
-    if (typeof internals._streamHandler !== "function" || typeof internals._channelzHandler !== "function" || typeof internals.onStreamOpened !== "function") {
-      throw new Error("grpc-js has no Server._streamHandler, _channelzHandler and onStreamOpened to use (grpc-js was upgraded past 1.14?)");
+    if (typeof internals._streamHandler !== "function" || typeof internals._channelzHandler !== "function" || typeof internals.onStreamOpened !== "function" || !(internals.http2Servers instanceof Map)) {
+      throw new Error("grpc-js has no Server._streamHandler, _channelzHandler, onStreamOpened and http2Servers to use (grpc-js was upgraded past 1.14?)");
     }
+    // grpc-js binds its handler to each HTTP/2 server as it makes it: one made already would never see this path.
+    if (internals.http2Servers.size > 0) throw new Error("the direct unary path must be installed before the gRPC server binds or makes a connection injector");
     internals._streamHandler = this.inFrontOf(internals._streamHandler);
     internals._channelzHandler = this.inFrontOf(internals._channelzHandler);
   }
 
   /** A stream handler that serves the streams it can and hands the rest to grpc-js's `handler`. */
   private inFrontOf(handler: StreamHandler): StreamHandler {
-    const path = this;
+    const direct = this;
     return function (this: GrpcServerInternals, interceptors, stream, headers) {
-      const route = path.routeFor(headers);
+      const route = direct.routeFor(headers);
       if (route === undefined) return handler.call(this, interceptors, stream, headers);
       // What grpc-js does first for every stream: swallow stream errors (a close follows), count it for the idle timeout.
       stream.once("error", ignore);
       this.onStreamOpened(stream);
-      new DirectUnaryCall(stream, headers, path.admission).serve(route);
+      new DirectUnaryCall(stream, headers, direct.admission, direct.logger).serve(route);
     };
   }
 
@@ -128,6 +147,7 @@ interface GrpcServerInternals {
   _streamHandler: StreamHandler;
   _channelzHandler: StreamHandler;
   onStreamOpened(stream: ServerHttp2Stream): void;
+  http2Servers: Map<unknown, unknown>;
 }
 
 /** grpc-js's handler of a new HTTP/2 stream. */
@@ -143,7 +163,7 @@ function ignore(): void {}
  * the deadline and the metadata (built on first use).
  */
 export class DirectUnaryCall {
-  /** The request message's bytes, set once the body ends holding exactly one. */
+  /** The request message's bytes (without its prefix), set once the first message is whole; the route runs only when it was the only one. */
   request: Buffer = EMPTY;
   /** True once the stream has closed (answered, reset by the client, or the connection gone). */
   cancelled = false;
@@ -158,6 +178,7 @@ export class DirectUnaryCall {
     private readonly stream: ServerHttp2Stream,
     private readonly headers: IncomingHttpHeaders,
     private readonly admission: AdmissionOptions,
+    private readonly logger: Logger,
   ) {}
 
   /** The call's metadata: its headers but the pseudo-headers and those of the transport. */
@@ -183,7 +204,7 @@ export class DirectUnaryCall {
   /** Reads the request and, once it is whole, runs `route` and answers. */
   serve(route: DirectRoute): void {
     const stream = this.stream;
-    stream.once("close", this.closed);
+    stream.once("close", this.onClose);
     // Whatever answers the call, a body still arriving is not read on (admission.ts).
     resetUnreadBodyWhenAnswered(stream);
     const problem = this.admission.auth?.problem(this.headers.authorization);
@@ -206,7 +227,8 @@ export class DirectUnaryCall {
       }
     });
     stream.once("end", () => {
-      if (this.answered) return;
+      // Node also ends the readable side of a stream the client reset: such a call is over, and its method must not run.
+      if (this.answered || this.gone()) return;
       if (this.messages === 0) return this.fail(new ConnectError(NO_WHOLE_MESSAGE, Code.InvalidArgument));
       const trailing = watch.trailing();
       if (trailing !== undefined) return this.fail(trailing);
@@ -217,6 +239,13 @@ export class DirectUnaryCall {
     });
   }
 
+  /**
+   * Starts the call's deadline from its `grpc-timeout` (at most 8 digits and
+   * a unit: H hours, M minutes, S seconds, m milliseconds, u microseconds, n
+   * nanoseconds; checked by {@link DirectUnaryPath} before the call is taken).
+   * When it passes the call ends DEADLINE_EXCEEDED; a deadline beyond
+   * {@link MAX_TIMER_MS} is kept but sets no timer.
+   */
   private startDeadline(timeout: string): void {
     const [, amount, unit] = TIMEOUT.exec(timeout)!;
     // Whole milliseconds, as grpc-js counts them: below 1 ms (1n, 999u) the deadline has passed on arrival.
@@ -225,20 +254,25 @@ export class DirectUnaryCall {
     if (ms <= MAX_TIMER_MS) this.timer = setTimeout(() => this.fail(deadlineExceeded()), ms);
   }
 
-  /** Writes `bytes` (an answer, framed or not) as the call's one message, then the OK status. */
+  /**
+   * Writes `bytes` (an answer, framed or not) as the call's one message, then
+   * the OK status; an answer over the message limit is not sent, and the
+   * call ends RESOURCE_EXHAUSTED in trailers after the answer's headers, as
+   * grpc-js ends it.
+   */
   private readonly answer = (bytes: Buffer): void => {
     if (this.answered || this.gone()) return;
     const frame = framedAnswer(bytes);
     if (frame.length - 5 > this.admission.maxMessageBytes) {
       // grpc-js sends the answer's headers before it checks the size: the refusal comes in trailers.
       const err = new ConnectError(`Sent message larger than max (${frame.length} vs. ${this.admission.maxMessageBytes})`, Code.ResourceExhausted);
-      return this.end(undefined, statusTrailers(err));
+      return this.sendAnswer(undefined, statusTrailers(err));
     }
-    this.end(frame, OK_TRAILERS);
+    this.sendAnswer(frame, OK_TRAILERS);
   };
 
   /** Sends the answer's headers, `frame` when there is one, then `trailers`. */
-  private end(frame: Buffer | undefined, trailers: Record<string, string | string[]>): void {
+  private sendAnswer(frame: Buffer | undefined, trailers: Record<string, string | string[]>): void {
     this.answered = true;
     const stream = this.stream;
     stream.respond(ANSWER_HEADERS, { waitForTrailers: true });
@@ -251,15 +285,24 @@ export class DirectUnaryCall {
     stream.end();
   }
 
-  /** Ends the call with `err`'s status in a trailers-only answer, unless it was answered. */
+  /**
+   * Ends the call with `err`'s status in a trailers-only answer, unless it
+   * was answered: a ConnectError keeps its code, anything else is INTERNAL
+   * (grpc-adapter.ts `toServiceError`).
+   */
   private readonly fail = (err: unknown): void => {
     if (this.answered || this.gone()) return;
     this.answered = true;
     this.stream.respond({ ...statusTrailers(err), ...TRAILERS_ONLY_HEADERS }, { endStream: true });
   };
 
-  /** Resets the stream INTERNAL_ERROR (the client hears INTERNAL) when writing its answer failed. */
-  private readonly broken = (): void => {
+  /**
+   * Logs `err`, thrown while answering (by {@link answer} or {@link fail}:
+   * a defect), and resets the stream INTERNAL_ERROR, which the client hears
+   * as INTERNAL; the process goes on.
+   */
+  private readonly broken = (err: unknown): void => {
+    this.logger.error({ path: this.headers[constants.HTTP2_HEADER_PATH], err: err instanceof Error ? err.message : String(err) }, "could not answer a call; its stream was reset");
     if (!this.stream.destroyed) this.stream.close(constants.NGHTTP2_INTERNAL_ERROR);
   };
 
@@ -268,7 +311,8 @@ export class DirectUnaryCall {
     return this.cancelled || this.stream.destroyed || this.stream.closed;
   }
 
-  private readonly closed = (): void => {
+  /** The stream closed: the call is over; its deadline timer stops and its `cancelled` listeners run. */
+  private readonly onClose = (): void => {
     this.cancelled = true;
     if (this.timer !== undefined) clearTimeout(this.timer);
     const listeners = this.onCancel;
@@ -290,17 +334,8 @@ const TRANSPORT_HEADERS = ["grpc-timeout", "grpc-encoding", "grpc-accept-encodin
 /** The headers a trailers-only answer adds to its status (grpc-js sends them in this order, after the status). */
 const TRAILERS_ONLY_HEADERS = { [constants.HTTP2_HEADER_STATUS]: 200, [constants.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc+proto" };
 
-/** `err`'s status as gRPC trailers: its code, its message (URI-encoded, as grpc-js writes it) and its details (`grpc-status-details-bin`). */
+/** `err`'s status as gRPC trailers: its code, its message (URI-encoded, as grpc-js writes it; made well-formed by `toServiceError`) and its details (`grpc-status-details-bin`). */
 function statusTrailers(err: unknown): Record<string, string | string[]> {
   const error = toServiceError(err);
-  return { "grpc-status": String(error.code), "grpc-message": grpcMessage(error.details ?? ""), ...error.metadata?.toHttp2Headers() } as Record<string, string | string[]>;
-}
-
-/** `details` URI-encoded as grpc-js encodes `grpc-message`; a lone UTF-16 surrogate, which `encodeURI` refuses (URIError), becomes U+FFFD. */
-function grpcMessage(details: string): string {
-  try {
-    return encodeURI(details);
-  } catch {
-    return encodeURI(details.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd"));
-  }
+  return { "grpc-status": String(error.code), "grpc-message": encodeURI(error.details ?? ""), ...error.metadata?.toHttp2Headers() } as Record<string, string | string[]>;
 }

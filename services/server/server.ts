@@ -106,6 +106,7 @@ function grpcServerOptions(limits: ConnectionLimits, admission: AdmissionOptions
     ...(limits.maxConnectionAgeMs === undefined
       ? {}
       : { "grpc.max_connection_age_ms": limits.maxConnectionAgeMs, "grpc.max_connection_age_grace_ms": limits.maxConnectionAgeGraceMs }),
+    // Plain unary calls are served by grpc-direct-unary.ts and never reach these; it applies the same admission.
     interceptors: [grpcAdmission(admission)],
   };
 }
@@ -278,7 +279,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   joinGrpcMessagesOnArrival();
   sendFramedAnswersAsIs();
   const grpcServer = new grpc.Server(grpcServerOptions(options.connections, admission));
-  const directUnary = new DirectUnaryPath(admission);
+  // Plain unary calls bypass grpc-js's interceptors (grpc-direct-unary.ts): a rule added as an interceptor must be added there too.
+  const directUnary = new DirectUnaryPath(admission, logger);
   directUnary.install(grpcServer);
   const probes = healthAddr === undefined ? undefined : new grpc.Server();
   const gate = new StartGate();

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { connect, constants } from "node:http2";
+import { connect as netConnect } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
@@ -68,7 +69,7 @@ describe("the direct unary path", () => {
     writeFileSync(tokens, "tok\n");
     const admission: AdmissionOptions = { auth: new TokenFile(tokens, createLogger("silent")), budget: new InflightBudget(64 * MiB, 100), maxMessageBytes: 2 * MiB };
     server = new grpc.Server({ "grpc.max_receive_message_length": 2 * MiB, "grpc.max_send_message_length": 2 * MiB, interceptors: [grpcAdmission(admission)] });
-    path = new ObservedPath(admission);
+    path = new ObservedPath(admission, createLogger("silent"));
     path.install(server);
     const impl: AnyServiceImpl = {
       acquire: async (req: AcquireRequest, ctx: HandlerContext) => {
@@ -128,9 +129,10 @@ describe("the direct unary path", () => {
     expect(direct).toEqual(viaGrpcJs);
   });
 
-  test("a message holding a lone UTF-16 surrogate is sent with U+FFFD in its place (encodeURI would throw, and the thrown error end the process)", async () => {
-    const got = await h2GrpcCall(address, ACQUIRE, grpcFramed(acquireBytes("surrogate")), { authorization: "Bearer tok" });
-    expect(got).toMatchObject({ status: String(Code.InvalidArgument), message: "a message with a lone surrogate \ufffd in it" });
+  test("a message holding a lone UTF-16 surrogate is sent with U+FFFD in its place, alike on both paths (encodeURI would throw, and the unhandled rejection end the process)", async () => {
+    const { direct, viaGrpcJs } = await bothWays("surrogate");
+    expect(direct).toMatchObject({ status: String(Code.InvalidArgument), message: "a message with a lone surrogate \ufffd in it" });
+    expect(direct).toEqual(viaGrpcJs);
     // The server still answers.
     expect((await h2GrpcCall(address, ACQUIRE, grpcFramed(acquireBytes("o")), { authorization: "Bearer tok" })).status).toBe("0");
   });
@@ -161,13 +163,11 @@ describe("the direct unary path", () => {
 
   test("a deadline that passes ends the call DEADLINE_EXCEEDED and aborts the handler's signal, alike on both paths", async () => {
     const answers: H2GrpcAnswer[] = [];
-    for (const [id, body, extra] of [
-      ["deadline-direct", grpcFramed(acquireBytes("wait")), {}],
-      ["deadline-grpc-js", gzipped(acquireBytes("wait")), { "grpc-encoding": "gzip" }],
-    ] as const) {
+    for (const compressed of [false, true]) {
+      const id = compressed ? "deadline-grpc-js" : "deadline-direct";
       const bytes = toBinary(SessionLeaseService.method.acquire.input, create(SessionLeaseService.method.acquire.input, { sessionId: id, owner: "wait" }));
-      const framed = body[0] === 1 ? gzipped(bytes) : grpcFramed(bytes);
-      answers.push(await h2GrpcCall(address, ACQUIRE, framed, { authorization: "Bearer tok", "grpc-timeout": "100m", ...extra }));
+      const headers = { authorization: "Bearer tok", "grpc-timeout": "100m", ...(compressed ? { "grpc-encoding": "gzip" } : {}) };
+      answers.push(await h2GrpcCall(address, ACQUIRE, compressed ? gzipped(bytes) : grpcFramed(bytes), headers));
       expect(aborted.get(id)).toBe("canceled");
     }
     expect(answers[0]).toMatchObject({ status: String(Code.DeadlineExceeded), message: "Deadline exceeded" });
@@ -210,6 +210,36 @@ describe("the direct unary path", () => {
     }
   });
 
+  test("a call whose client resets the stream after its whole message, without ending its side, never runs its method", async () => {
+    // Node ends the readable side of a reset stream as if its body had ended. Node's own client ends its side
+    // before a reset, so the frames are written by hand: HEADERS, DATA without END_STREAM, RST_STREAM CANCEL.
+    const id = "reset-after-body";
+    const bytes = toBinary(SessionLeaseService.method.acquire.input, create(SessionLeaseService.method.acquire.input, { sessionId: id, owner: "counted" }));
+    const [host, port] = address.split(":");
+    const socket = netConnect(Number(port), host);
+    socket.on("data", () => undefined);
+    socket.on("error", () => undefined);
+    const frames = [Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), h2Frame(0x4, 0, 0, Buffer.alloc(0))];
+    const fields = { ":method": "POST", ":scheme": "http", ":path": ACQUIRE, ":authority": "x", "content-type": "application/grpc", te: "trailers", authorization: "Bearer tok" };
+    for (let stream = 1; stream <= 19; stream += 2) {
+      frames.push(h2Frame(0x1, 0x4, stream, hpackLiterals(fields)), h2Frame(0x0, 0, stream, grpcFramed(bytes)), h2Frame(0x3, 0, stream, Buffer.from([0, 0, 0, constants.NGHTTP2_CANCEL])));
+    }
+    socket.write(Buffer.concat(frames));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    socket.destroy();
+    expect(runs.get(id) ?? 0).toBe(0);
+  });
+
+  test("installing the direct path on a server that already listens is refused: it would never see a call", async () => {
+    const late = new grpc.Server();
+    await new Promise<number>((resolve, reject) => late.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+    try {
+      expect(() => new DirectUnaryPath({ budget: new InflightBudget(MiB, 0), maxMessageBytes: MiB }, createLogger("silent")).install(late)).toThrow(/must be installed before the gRPC server binds/);
+    } finally {
+      late.forceShutdown();
+    }
+  });
+
   test.each([
     ["a gzip-compressed request", gzipped(acquireBytes("o")), { "grpc-encoding": "gzip" }],
     ["a content type other than application/grpc[+proto]", grpcFramed(acquireBytes("o")), { "content-type": "application/grpc+json" }],
@@ -228,3 +258,18 @@ describe("the direct unary path", () => {
     expect(path.served).toEqual([]);
   });
 });
+
+/** One HTTP/2 frame (RFC 9113 section 4.1): a 9-byte header (length, type, flags, stream id), then `payload`. */
+function h2Frame(type: number, flags: number, stream: number, payload: Buffer): Buffer {
+  const header = Buffer.alloc(9);
+  header.writeUIntBE(payload.length, 0, 3);
+  header[3] = type;
+  header[4] = flags;
+  header.writeUInt32BE(stream, 5);
+  return Buffer.concat([header, payload]);
+}
+
+/** A header block of HPACK literals without indexing and without Huffman coding (RFC 7541 section 6.2.2; names and values under 127 bytes). */
+function hpackLiterals(fields: Record<string, string>): Buffer {
+  return Buffer.concat(Object.entries(fields).map(([name, value]) => Buffer.concat([Buffer.from([0, name.length]), Buffer.from(name), Buffer.from([value.length]), Buffer.from(value)])));
+}
