@@ -74,6 +74,15 @@ describe.each(conformanceBackends())("gRPC bodies without exactly one request me
     expect(await stored(id)).toBe(false);
   });
 
+  test("a whole gzip-compressed Save followed by one stray byte (grpc-js's path) is INVALID_ARGUMENT and the Save is not applied", async () => {
+    const id = "trailing-gzip";
+    const compressed = framed(gzipSync(saveBytes(id)));
+    compressed[0] = 1;
+    const got = await rawCall(server.address, save, Buffer.concat([compressed, Buffer.from([0])]), { "grpc-encoding": "gzip" });
+    expect(got).toEqual({ status: "3", message: "request: 1 bytes follow the request message; this method takes one message" });
+    expect(await stored(id)).toBe(false);
+  });
+
   test.each([
     ["flags 0x02 (a reserved bit)", {}, (m: Uint8Array) => Buffer.concat([Buffer.from([2]), prefix(m.length).subarray(1), m]), "request: the message prefix's flags are 0x02; only 0 (plain) and 1 (compressed) exist"],
     ["the compressed flag without grpc-encoding", {}, (m: Uint8Array) => Buffer.concat([Buffer.from([1]), prefix(m.length).subarray(1), m]), "request: the message is marked compressed, but the call names no compression (grpc-encoding)"],

@@ -142,6 +142,9 @@ describe("a request over the message limit on a connection kept open (--max-infl
     }
     // Taken from the budget, then answered before its body arrived: its deadline passes.
     expect(await unfinishedSave(h2, 20 * MiB, { "grpc-timeout": "300m" })).toEqual({ status: String(Code.DeadlineExceeded), message: "Deadline exceeded", rstCode: 0 });
+    // The same on grpc-js's path (a call naming a compression; plain unary calls are served by grpc-direct-unary.ts).
+    expect(await unfinishedSave(h2, MAX_MESSAGE_BYTES + 1, { "grpc-encoding": "gzip" })).toEqual({ status: String(Code.ResourceExhausted), message: `Received message larger than max (${MAX_MESSAGE_BYTES + 1} vs ${MAX_MESSAGE_BYTES})`, rstCode: 0 });
+    expect(await unfinishedSave(h2, 20 * MiB, { "grpc-timeout": "300m", "grpc-encoding": "gzip" })).toEqual({ status: String(Code.DeadlineExceeded), message: "Deadline exceeded", rstCode: 0 });
     expect(h2.closed).toBe(false);
     await waitFor(async () => (await metricValue(server.metricsAddress!, "mecatl_drivers_inflight_bytes")) === 0, 10_000, "the budget to be given back");
     const client = grpcClient(SessionStoreService, server.address);
