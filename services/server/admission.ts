@@ -57,8 +57,8 @@ export function grpcAdmission(options: AdmissionOptions): grpc.ServerInterceptor
             const { stream, incomingEncoding } = call as unknown as { stream?: ServerHttp2Stream; incomingEncoding?: string };
             // Whatever answers the call (a refusal here or in the watch, grpc-js, the handler), a body still arriving is not read on.
             if (stream !== undefined) resetUnreadBodyWhenAnswered(stream);
-            const problem = options.auth?.problem(metadata.get("authorization")[0] as string | undefined);
-            if (problem !== undefined) return refuse(new ConnectError(problem, Code.Unauthenticated));
+            const unauthenticated = authRefusal(options, metadata.get("authorization")[0] as string | undefined);
+            if (unauthenticated !== undefined) return refuse(unauthenticated);
             const encoding = incomingEncoding ?? "identity";
             if (stream !== undefined) watch = new GrpcRequestWatch(stream, options.budget, encoding, options.maxMessageBytes, refuse);
             admit(metadata);
@@ -72,6 +72,16 @@ export function grpcAdmission(options: AdmissionOptions): grpc.ServerInterceptor
       sendStatus: (status, next) => next(framingStatus(status)),
     });
   };
+}
+
+/**
+ * The UNAUTHENTICATED refusal of a call whose `authorization` header (the
+ * first value) holds no bearer token of `options.auth`, or undefined when it
+ * may proceed (no token file, or a valid token). wire-contract.md section 6.
+ */
+export function authRefusal(options: AdmissionOptions, authorization: string | undefined): ConnectError | undefined {
+  const problem = options.auth?.problem(authorization);
+  return problem === undefined ? undefined : new ConnectError(problem, Code.Unauthenticated);
 }
 
 /**
@@ -116,8 +126,8 @@ export function connectAdmission<Req extends AnyRequest, Res extends AnyResponse
     if ("stream" in req) resetUnreadBodyWhenAnswered(req.stream);
     if (!health) {
       const authorization = req.headers.authorization;
-      const problem = options.auth?.problem(Array.isArray(authorization) ? authorization[0] : authorization);
-      if (problem !== undefined) return endWithError(req, res, new ConnectError(problem, Code.Unauthenticated));
+      const unauthenticated = authRefusal(options, Array.isArray(authorization) ? authorization[0] : authorization);
+      if (unauthenticated !== undefined) return endWithError(req, res, unauthenticated);
     }
     // Health is open and never waits for room, as on the gRPC listener: a probe must answer while big calls fill the budget.
     const bytes = new ConnectCallBytes(health ? undefined : options.budget);

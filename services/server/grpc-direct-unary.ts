@@ -1,8 +1,8 @@
 import * as grpc from "@grpc/grpc-js";
 import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { resetUnreadBodyWhenAnswered, type AdmissionOptions } from "./admission.js";
-import { GrpcRequestWatch } from "./grpc-request-watch.js";
+import { authRefusal, resetUnreadBodyWhenAnswered, type AdmissionOptions } from "./admission.js";
+import { GRPC_PREFIX_BYTES, GrpcRequestWatch } from "./grpc-request-watch.js";
 import { joinOnArrival, type JoinerState } from "./grpc-message-joiner.js";
 import { NO_WHOLE_MESSAGE, SECOND_MESSAGE } from "./grpc-framing-status.js";
 import { answerWritten, framedAnswer } from "./grpc-framed-answers.js";
@@ -26,13 +26,10 @@ const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_
 /** Longest delay `setTimeout` keeps (2^31 - 1 ms, about 24.8 days); a longer deadline sets no timer. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-/** The headers of an answer's start, as grpc-js sends them (gRPC over HTTP/2, "Response-Headers"). */
-const ANSWER_HEADERS = {
-  [constants.HTTP2_HEADER_STATUS]: 200,
-  [constants.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc+proto",
-  "grpc-accept-encoding": "identity,deflate,gzip",
-  "grpc-encoding": "identity",
-};
+/** The headers every answer starts with, a trailers-only one too (gRPC over HTTP/2, "Response-Headers"). */
+const RESPONSE_HEADERS = { [constants.HTTP2_HEADER_STATUS]: 200, [constants.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc+proto" };
+/** The headers of an answer that carries a message, as grpc-js sends them. */
+const ANSWER_HEADERS = { ...RESPONSE_HEADERS, "grpc-accept-encoding": "identity,deflate,gzip", "grpc-encoding": "identity" };
 const OK_TRAILERS = { "grpc-status": "0", "grpc-message": "OK" };
 
 /**
@@ -207,8 +204,8 @@ export class DirectUnaryCall {
     stream.once("close", this.onClose);
     // Whatever answers the call, a body still arriving is not read on (admission.ts).
     resetUnreadBodyWhenAnswered(stream);
-    const problem = this.admission.auth?.problem(this.headers.authorization);
-    if (problem !== undefined) return this.fail(new ConnectError(problem, Code.Unauthenticated));
+    const unauthenticated = authRefusal(this.admission, this.headers.authorization);
+    if (unauthenticated !== undefined) return this.fail(unauthenticated);
     const timeout = this.headers["grpc-timeout"] as string | undefined;
     if (timeout !== undefined) this.startDeadline(timeout);
     const watch = new GrpcRequestWatch(stream, this.admission.budget, "identity", this.admission.maxMessageBytes, this.fail);
@@ -223,7 +220,7 @@ export class DirectUnaryCall {
       }
       for (const message of done) {
         if (++this.messages > 1) return this.fail(new ConnectError(SECOND_MESSAGE, Code.InvalidArgument));
-        this.request = message.subarray(5);
+        this.request = message.subarray(GRPC_PREFIX_BYTES);
       }
     });
     stream.once("end", () => {
@@ -263,7 +260,7 @@ export class DirectUnaryCall {
   private readonly answer = (bytes: Buffer): void => {
     if (this.answered || this.gone()) return;
     const frame = framedAnswer(bytes);
-    if (frame.length - 5 > this.admission.maxMessageBytes) {
+    if (frame.length - GRPC_PREFIX_BYTES > this.admission.maxMessageBytes) {
       // grpc-js sends the answer's headers before it checks the size: the refusal comes in trailers.
       const err = new ConnectError(`Sent message larger than max (${frame.length} vs. ${this.admission.maxMessageBytes})`, Code.ResourceExhausted);
       return this.sendAnswer(undefined, statusTrailers(err));
@@ -293,7 +290,7 @@ export class DirectUnaryCall {
   private readonly fail = (err: unknown): void => {
     if (this.answered || this.gone()) return;
     this.answered = true;
-    this.stream.respond({ ...statusTrailers(err), ...TRAILERS_ONLY_HEADERS }, { endStream: true });
+    this.stream.respond({ ...statusTrailers(err), ...RESPONSE_HEADERS }, { endStream: true });
   };
 
   /**
@@ -330,9 +327,6 @@ function deadlineExceeded(): ConnectError {
 
 /** Headers grpc-js leaves out of a call's metadata. */
 const TRANSPORT_HEADERS = ["grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "accept-encoding", "te", "content-type"];
-
-/** The headers a trailers-only answer adds to its status (grpc-js sends them in this order, after the status). */
-const TRAILERS_ONLY_HEADERS = { [constants.HTTP2_HEADER_STATUS]: 200, [constants.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc+proto" };
 
 /** `err`'s status as gRPC trailers: its code, its message (URI-encoded, as grpc-js writes it; made well-formed by `toServiceError`) and its details (`grpc-status-details-bin`). */
 function statusTrailers(err: unknown): Record<string, string | string[]> {

@@ -15,10 +15,15 @@ const framed = new WeakSet<Buffer>();
  * @param wire an answer's wire bytes with writable room before them (rpc/encoded-answer.ts `hasFramingRoom`).
  */
 export function frameInPlace(wire: Buffer): Buffer {
-  const frame = Buffer.from(wire.buffer, wire.byteOffset - FRAMING_ROOM_BYTES, FRAMING_ROOM_BYTES + wire.byteLength);
-  frame[0] = 0;
-  frame.writeUInt32BE(wire.byteLength, 1);
+  const frame = withPrefix(Buffer.from(wire.buffer, wire.byteOffset - FRAMING_ROOM_BYTES, FRAMING_ROOM_BYTES + wire.byteLength));
   framed.add(frame);
+  return frame;
+}
+
+/** Writes the prefix of an uncompressed message (flag 0, the big-endian length of what follows it) into `frame`'s first bytes; answers `frame`. */
+function withPrefix(frame: Buffer): Buffer {
+  frame[0] = 0;
+  frame.writeUInt32BE(frame.length - FRAMING_ROOM_BYTES, 1);
   return frame;
 }
 
@@ -30,10 +35,8 @@ export function frameInPlace(wire: Buffer): Buffer {
 export function framedAnswer(bytes: Buffer): Buffer {
   if (framed.has(bytes)) return bytes;
   const frame = Buffer.allocUnsafe(FRAMING_ROOM_BYTES + bytes.length);
-  frame[0] = 0;
-  frame.writeUInt32BE(bytes.length, 1);
   bytes.copy(frame, FRAMING_ROOM_BYTES);
-  return frame;
+  return withPrefix(frame);
 }
 
 /**
