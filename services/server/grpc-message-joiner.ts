@@ -19,8 +19,14 @@ export const SHARED_MESSAGE_BYTES = 1024 * 1024;
 export interface JoinerState {
   /** The largest message accepted, in bytes, or -1 for no limit (set by grpc-js's constructor). */
   maxReadMessageLength: number;
-  /** The message being filled (prefix included), once its prefix is whole. */
+  /** The message being filled (prefix included), once its prefix is whole and more of its body came after the frame that completed the prefix. */
   joining?: Buffer;
+  /**
+   * The prefix and the body bytes that came with it, copied, while the
+   * message is not yet allocated: at most one DATA frame's bytes (16 KiB at
+   * HTTP/2's default frame size).
+   */
+  held?: Buffer;
   /** Bytes of `joining` filled so far. */
   filled?: number;
   /** The prefix as it arrives, when it comes split across frames. */
@@ -44,17 +50,20 @@ export interface JoinerState {
  * request when the session store has given it back
  * (common/spare-payload-memory.ts `spareRequestMemory`).
  *
- * Memory: the whole message is allocated when its prefix arrives, before
- * its body, after its length was checked against the message limit. The
- * request watch (grpc-request-watch.ts) charges the same bytes to the
- * in-flight budget from the same prefix and, when they do not fit, holds
- * the rest of the body back until they do or the call is refused
- * RESOURCE_EXHAUSTED (2 s). The allocation itself is not held back: a
- * client announcing large messages on many streams and sending nothing
- * makes the server reserve that much address space (a fresh-eyes run: 1,000
- * streams announcing 65 MiB, about 80 GB virtual, 165 MB resident, all
- * refused after 2 s). The pages are touched only as the body arrives, so
- * resident memory stays within the budget.
+ * Memory: a message the frame that completes its prefix also completes is
+ * allocated at once. A longer one is allocated, whole, when the next frame
+ * of its body arrives; until then the prefix and the body bytes that came
+ * with it are kept in a copy of their own ({@link JoinerState.held}, at
+ * most one frame). The request watch (grpc-request-watch.ts), which sees
+ * each frame first, charges the message to the in-flight budget from the
+ * same prefix and, when it does not fit, pauses the stream, so that no
+ * further frame arrives until the budget has admitted the message (or the
+ * call is refused RESOURCE_EXHAUSTED after 2 s). So memory for a large
+ * message, address space included, is reserved only once the budget holds
+ * it: a client that announces 65 MiB messages on many streams and sends
+ * nothing more costs the server one frame per stream, where an earlier
+ * version reserved 65 MiB for each (a fresh-eyes run: 1,000 such streams,
+ * about 80 GB of address space; test/transport/inflight-budget.test.ts).
  *
  * Answers what grpc-js's decoder answers: the messages completed by `data`,
  * each with its 5-byte prefix; throws `Error("Received message larger than
@@ -69,6 +78,12 @@ export function joinOnArrival(this: JoinerState, data: Buffer): Buffer[] {
   const done: Buffer[] = [];
   let at = 0;
   while (at < data.length) {
+    if (this.joining === undefined && this.held !== undefined) {
+      // More of a held message's body: the budget has admitted it (see Memory above).
+      this.joining = allocateMessage(this.held.readUInt32BE(1));
+      this.filled = this.held.copy(this.joining);
+      this.held = undefined;
+    }
     if (this.joining === undefined) {
       let prefix: Buffer;
       if ((this.prefixHave ?? 0) === 0 && data.length - at >= PREFIX_BYTES) {
@@ -89,7 +104,11 @@ export function joinOnArrival(this: JoinerState, data: Buffer): Buffer[] {
       if (this.maxReadMessageLength !== -1 && size > this.maxReadMessageLength) {
         throw new Error(`Received message larger than max (${size} vs ${this.maxReadMessageLength})`);
       }
-      this.joining = size >= SHARED_MESSAGE_BYTES ? spareRequestMemory.take(PREFIX_BYTES + size) : Buffer.allocUnsafe(PREFIX_BYTES + size);
+      if (data.length - at < size) {
+        this.held = Buffer.concat([prefix, data.subarray(at)]);
+        break;
+      }
+      this.joining = allocateMessage(size);
       prefix.copy(this.joining, 0, 0, PREFIX_BYTES);
       this.filled = PREFIX_BYTES;
     }
@@ -103,6 +122,11 @@ export function joinOnArrival(this: JoinerState, data: Buffer): Buffer[] {
     }
   }
   return done;
+}
+
+/** Memory for a message of `size` bytes and its prefix: shared from {@link SHARED_MESSAGE_BYTES} on, ordinary below (content not initialised). */
+function allocateMessage(size: number): Buffer {
+  return size >= SHARED_MESSAGE_BYTES ? spareRequestMemory.take(PREFIX_BYTES + size) : Buffer.allocUnsafe(PREFIX_BYTES + size);
 }
 
 /** grpc-js's decoder class, as its server and client calls construct it (an internal module of grpc-js 1.14, pinned in package.json). */

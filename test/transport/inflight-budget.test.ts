@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { readFileSync } from "node:fs";
 import { connect, type ClientHttp2Session } from "node:http2";
 import { Code } from "@connectrpc/connect";
 import { create, toBinary } from "@bufbuild/protobuf";
@@ -150,5 +151,40 @@ describe("a request over the message limit on a connection kept open (--max-infl
     const client = grpcClient(SessionStoreService, server.address);
     await client.save({ sessionId: "after-oversize", snapshot: snapshot(40 * MiB) });
     expect((await client.load({ sessionId: "after-oversize" })).snapshot?.payload.length).toBe(40 * MiB);
+  });
+});
+
+/** The server process's reserved address space (`VmSize` of /proc/<pid>/status), in bytes. */
+function addressSpace(server: ServerProcess): number {
+  const kib = /^VmSize:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${server.proc.pid}/status`, "utf8"))?.[1];
+  return Number(kib) * 1024;
+}
+
+describe("a request's memory is reserved only once the budget holds it (--max-inflight-bytes 6GB)", () => {
+  let server: ServerProcess;
+  let h2: ClientHttp2Session;
+  beforeAll(async () => {
+    server = await startServer(["session-store", "--store", "sqlite::memory:", "--max-inflight-bytes", "6GB", "--metrics-listen", "127.0.0.1:0"]);
+    h2 = connect(`http://${server.address}`);
+  });
+  afterAll(async () => {
+    h2?.close();
+    await server?.stop();
+  });
+
+  test("40 Saves that announce 40 MiB and send 1 KiB of it reserve no 40 MiB each, on the direct path and on grpc-js's", async () => {
+    const inflight = () => metricValue(server.metricsAddress!, "mecatl_drivers_inflight_bytes");
+    const before = addressSpace(server);
+    const streams = Array.from({ length: 40 }, (_, i) => startSave(h2, 40 * MiB, 1024, i % 2 === 0 ? {} : { "grpc-encoding": "gzip" }));
+    // Every prefix has been read (the budget holds each message) and each message's first frame with it.
+    await waitFor(async () => (await inflight()) >= 40 * 3 * 40 * MiB, 10_000, "the 40 messages to be taken from the budget");
+    // An earlier version reserved each message whole at its prefix: 1.6 GB more here.
+    expect(addressSpace(server) - before).toBeLessThan(400 * MiB);
+    for (const s of streams) s.close();
+    await waitFor(async () => (await inflight()) === 0, 10_000, "the budget to be given back");
+    // The same connection still carries a large Save whole.
+    const client = grpcClient(SessionStoreService, server.address);
+    await client.save({ sessionId: "after-held", snapshot: snapshot(20 * MiB) });
+    expect((await client.load({ sessionId: "after-held" })).snapshot?.payload.length).toBe(20 * MiB);
   });
 });

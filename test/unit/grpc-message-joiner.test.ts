@@ -1,6 +1,6 @@
 import { createRequire } from "node:module";
 import { describe, expect, test } from "vitest";
-import { joinGrpcMessagesOnArrival, joinOnArrival, SHARED_MESSAGE_BYTES } from "../../services/server/grpc-message-joiner.js";
+import { joinGrpcMessagesOnArrival, joinOnArrival, SHARED_MESSAGE_BYTES, type JoinerState } from "../../services/server/grpc-message-joiner.js";
 
 type Decoder = { write(data: Buffer): Buffer[] };
 type DecoderClass = { new (max: number): Decoder; prototype: Decoder };
@@ -79,6 +79,25 @@ describe("grpc-message-joiner (issue 11: a large message is joined as it arrives
     expect(large!.buffer).toBeInstanceOf(SharedArrayBuffer);
     expect(large!.subarray(5).every((b) => b === 3)).toBe(true);
     expect(small!.buffer).not.toBeInstanceOf(SharedArrayBuffer);
+  });
+
+  test("a message the prefix's frame does not complete is allocated only when more of its body arrives (the budget admits it first)", () => {
+    const state: JoinerState = { maxReadMessageLength: -1 };
+    const write = (data: Buffer) => joinOnArrival.call(state, data);
+    const message = framed(Buffer.alloc(64 * 1024 * 1024, 9));
+    // The prefix split over two frames, then 16 KiB of body: nothing of 64 MiB is reserved yet.
+    expect(write(message.subarray(0, 2))).toEqual([]);
+    expect(write(message.subarray(2, 5 + 16 * 1024))).toEqual([]);
+    expect(state.joining).toBeUndefined();
+    expect(state.held?.length).toBe(5 + 16 * 1024);
+    expect(write(message.subarray(5 + 16 * 1024, 5 + 32 * 1024))).toEqual([]);
+    expect(state.joining?.length).toBe(message.length);
+    expect(state.held).toBeUndefined();
+    const [whole] = write(message.subarray(5 + 32 * 1024));
+    expect(whole!.equals(message)).toBe(true);
+    // A message its prefix's frame completes is answered from that frame, with nothing held.
+    expect(shown(write(framed(Buffer.from("small"))))).toEqual(shown([framed(Buffer.from("small"))]));
+    expect(state.held).toBeUndefined();
   });
 
   test("an unfinished message is not answered, and the next call starts clean", () => {
