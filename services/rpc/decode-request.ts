@@ -3,6 +3,7 @@ import { fromBinary, ScalarType, type DescField, type DescMessage, type MessageS
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { invalidArgument } from "./errors.js";
 import { decodeStringsVerbatim } from "../../common/verbatim-utf8.js";
+import { plainDecoder, type PlainDecoder } from "./plain-decoder.js";
 
 // Session ids, owners and every other string are taken as sent, a leading U+FEFF included.
 decodeStringsVerbatim();
@@ -96,6 +97,9 @@ function firstProblem(desc: DescMessage, bytes: Uint8Array, prefix: string, what
   return undefined;
 }
 
+/** The plain decoder of each request type (null: none), made on first use. */
+const plainDecoders = new WeakMap<DescMessage, PlainDecoder<DescMessage> | null>();
+
 /**
  * Decodes the request bytes of an RPC whose input is `desc` (protobuf-es
  * binary format). Bytes that are not a valid message are refused with a
@@ -103,10 +107,20 @@ function firstProblem(desc: DescMessage, bytes: Uint8Array, prefix: string, what
  * requires strings to be UTF-8; docs/DESIGN.md principle 7 requires the field
  * named; issue 10, deliverable 5).
  *
+ * A request type without lists, maps or oneofs (most of them) is decoded
+ * first by its plain decoder (plain-decoder.ts), which skips protobuf-es's
+ * reflection; bytes it does not decode as plainly (an unknown field, any
+ * fault) are decoded by protobuf-es, so that the answer, and every error,
+ * is protobuf-es's.
+ *
  * @throws ConnectError INVALID_ARGUMENT `path: problem` (e.g. `session_id:
  *   not valid UTF-8`), or `request: not a valid <type> message (<reason>)`.
  */
 export function decodeRequest<Desc extends DescMessage>(desc: Desc, bytes: Uint8Array): MessageShape<Desc> {
+  let plain = plainDecoders.get(desc);
+  if (plain === undefined) plainDecoders.set(desc, (plain = plainDecoder<DescMessage>(desc) ?? null));
+  const decoded = plain?.(bytes);
+  if (decoded !== undefined) return decoded as MessageShape<Desc>;
   try {
     return fromBinary(desc, bytes);
   } catch (err) {
