@@ -2,6 +2,7 @@ import type { ServerHttp2Stream } from "node:http2";
 import { gunzipSync, inflateSync } from "node:zlib";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { InflightBudget } from "./inflight-budget.js";
+import { SECOND_MESSAGE } from "./grpc-framing-status.js";
 
 /** Bytes of the gRPC message prefix: a flag byte and a 4-byte big-endian length (charged with the request). */
 export const GRPC_PREFIX_BYTES = 5;
@@ -29,11 +30,16 @@ const refusal = (problem: string) => new ConnectError(`request: ${problem}`, Cod
  *   absent or `identity`), is refused INVALID_ARGUMENT;
  * - a compressed message that does not decompress is refused
  *   INVALID_ARGUMENT before grpc-js, which would answer INTERNAL, tries;
- * - {@link trailing} tells whether bytes followed the one message (grpc-js
- *   drops a cut-short second message silently).
+ * - the whole prefix of a second message is refused INVALID_ARGUMENT at
+ *   once, before the message is read: a unary or server-streaming call
+ *   takes one message, and only the first is charged to the budget (a
+ *   fresh-eyes run: a small Load followed by a 65 MiB second message held
+ *   that memory outside the budget until the message was whole);
+ * - {@link trailing} tells whether bytes (less than a prefix) followed the
+ *   one message (grpc-js drops a cut-short second message silently).
  *
- * Refusals go through `refuse`, which ends the call; grpc-js discards what
- * still arrives. It reads the HTTP/2 stream grpc-js keeps on its base call
+ * Refusals go through `refuse` (once: the first refusal ends the call),
+ * and grpc-js discards what still arrives. It reads the HTTP/2 stream grpc-js keeps on its base call
  * (an internal of grpc-js 1.14, pinned in package.json; the budget tests in
  * test/transport/inflight-budget.test.ts fail if it moves).
  *
@@ -49,14 +55,22 @@ export class GrpcRequestWatch {
   /** The compressed message's chunks so far, while it is being collected for its check; the first starts at stream offset {@link collectedFrom}. */
   private compressed: Buffer[] | undefined;
   private collectedFrom = 0;
+  /** Set once the call was refused: it is refused once. */
+  private refused = false;
+  private readonly refuse: (err: ConnectError) => void;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
     private readonly budget: InflightBudget,
     private readonly encoding: string,
     private readonly maxMessageBytes: number,
-    private readonly refuse: (err: ConnectError) => void,
+    refuse: (err: ConnectError) => void,
   ) {
+    this.refuse = (err) => {
+      if (this.refused) return;
+      this.refused = true;
+      refuse(err);
+    };
     stream.prependListener("data", this.onData);
     stream.once("close", () => {
       stream.off("data", this.onData);
@@ -73,8 +87,16 @@ export class GrpcRequestWatch {
 
   private readonly onData = (chunk: Buffer) => {
     this.received += chunk.length;
-    if (this.compressed !== undefined) return this.collect(chunk);
-    if (this.declared !== undefined) return;
+    if (this.compressed !== undefined) this.collect(chunk);
+    else if (this.declared === undefined) this.readPrefix(chunk);
+    const declared = this.declared;
+    if (declared !== undefined && declared <= this.maxMessageBytes && this.received >= 2 * GRPC_PREFIX_BYTES + declared) {
+      this.refuse(new ConnectError(SECOND_MESSAGE, Code.InvalidArgument));
+    }
+  };
+
+  /** Reads the message prefix from `chunk` (whose bytes count in {@link received} already), and takes the message's bytes from the budget once it is whole. */
+  private readPrefix(chunk: Buffer): void {
     // The prefix nearly always comes whole in the first chunk; join pieces only when it does not.
     this.prefix = this.prefix.length === 0 && chunk.length >= GRPC_PREFIX_BYTES ? chunk : Buffer.concat([this.prefix, chunk.subarray(0, GRPC_PREFIX_BYTES - this.prefix.length)]);
     if (this.prefix.length < GRPC_PREFIX_BYTES) return;
@@ -93,7 +115,7 @@ export class GrpcRequestWatch {
       this.collectedFrom = this.received - chunk.length;
       this.collect(chunk);
     }
-  };
+  }
 
   /** Adds `chunk` (whose bytes count in {@link received} already) to the compressed message; checks it once whole. */
   private collect(chunk: Buffer): void {

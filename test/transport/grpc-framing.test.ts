@@ -65,12 +65,24 @@ describe.each(conformanceBackends())("gRPC bodies without exactly one request me
 
   test.each([
     ["an empty second prefix", (m: Buffer) => Buffer.concat([m, prefix(0).subarray(0, 4)]), "4 bytes follow the request message"],
-    ["a second message cut short", (m: Buffer) => Buffer.concat([m, m.subarray(0, 9)]), "9 bytes follow the request message"],
+    ["four bytes of a second prefix", (m: Buffer) => Buffer.concat([m, m.subarray(0, 4)]), "4 bytes follow the request message"],
     ["one stray byte", (m: Buffer) => Buffer.concat([m, Buffer.from([0])]), "1 bytes follow the request message"],
   ])("a whole Save followed by %s is INVALID_ARGUMENT and the Save is not applied", async (_label, body, message) => {
     const id = `trailing-${message.split(" ")[0]}`;
     const got = await rawCall(server.address, save, body(framed(saveBytes(id))));
     expect(got).toEqual({ status: "3", message: `request: ${message}; this method takes one message` });
+    expect(await stored(id)).toBe(false);
+  });
+
+  test.each([
+    ["plain (the direct path)", {}, (m: Uint8Array) => framed(m)],
+    ["gzip-compressed (grpc-js's path)", { "grpc-encoding": "gzip" }, (m: Uint8Array) => Buffer.concat([Buffer.from([1]), framed(gzipSync(m)).subarray(1)])],
+  ])("a whole Save, %s, followed by a second message's prefix and part of it is refused INVALID_ARGUMENT at that prefix, and the Save is not applied", async (label, headers, frame) => {
+    const id = `second-prefix-${label.split(" ")[0]}`;
+    // The second message announces 60 MiB and never comes whole: it is refused at its prefix, not held until it is.
+    const second = Buffer.concat([prefix(60 * 1024 * 1024), Buffer.alloc(9)]);
+    const got = await rawCall(server.address, save, Buffer.concat([frame(saveBytes(id)), second]), headers);
+    expect(got).toEqual({ status: "3", message: "request: the call carried more than one request message; this method takes one" });
     expect(await stored(id)).toBe(false);
   });
 
