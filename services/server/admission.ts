@@ -23,12 +23,22 @@ export interface AdmissionOptions {
 const HEALTH_PATH = `/${Health.typeName}/`;
 
 /**
+ * The largest health request accepted, in bytes (4 KiB): a
+ * `HealthCheckRequest` holds one service name. Health is open (no token)
+ * and is not charged to the in-flight budget, so that it answers when the
+ * budget is full; this limit bounds what a health call can make the server
+ * hold instead.
+ */
+export const HEALTH_REQUEST_BYTES = 4 * 1024;
+
+/**
  * A grpc-js server interceptor that admits a call before its message is read
  * (issue 10 deliverables 1 and 3):
  *
  * - authentication from the metadata alone: a call without a valid bearer
  *   token ends with UNAUTHENTICATED and its body is never buffered (grpc-js
- *   discards what still arrives); health is open;
+ *   discards what still arrives); health is open, and its requests are not
+ *   charged to the budget but limited to {@link HEALTH_REQUEST_BYTES};
  * - the body is watched as it arrives (grpc-request-watch.ts): its bytes
  *   are taken from the in-flight budget once the message's length prefix
  *   arrives (reading pauses while there is no room, or the call ends with
@@ -46,7 +56,7 @@ const HEALTH_PATH = `/${Health.typeName}/`;
  */
 export function grpcAdmission(options: AdmissionOptions): grpc.ServerInterceptor {
   return (method, call) => {
-    if (method.path.startsWith(HEALTH_PATH)) return new grpc.ServerInterceptingCall(call);
+    const health = method.path.startsWith(HEALTH_PATH);
     const refuse = (err: ConnectError) => call.sendStatus({ code: err.code as number as grpc.status, details: err.rawMessage });
     let watch: GrpcRequestWatch | undefined;
     return new grpc.ServerInterceptingCall(call, {
@@ -57,10 +67,14 @@ export function grpcAdmission(options: AdmissionOptions): grpc.ServerInterceptor
             const { stream, incomingEncoding } = call as unknown as { stream?: ServerHttp2Stream; incomingEncoding?: string };
             // Whatever answers the call (a refusal here or in the watch, grpc-js, the handler), a body still arriving is not read on.
             if (stream !== undefined) resetUnreadBodyWhenAnswered(stream);
-            const unauthenticated = authRefusal(options, metadata.get("authorization")[0] as string | undefined);
+            const unauthenticated = health ? undefined : authRefusal(options, metadata.get("authorization")[0] as string | undefined);
             if (unauthenticated !== undefined) return refuse(unauthenticated);
             const encoding = incomingEncoding ?? "identity";
-            if (stream !== undefined) watch = new GrpcRequestWatch(stream, options.budget, encoding, options.maxMessageBytes, refuse);
+            if (stream !== undefined) {
+              watch = health
+                ? new GrpcRequestWatch(stream, undefined, encoding, HEALTH_REQUEST_BYTES, refuse)
+                : new GrpcRequestWatch(stream, options.budget, encoding, options.maxMessageBytes, refuse);
+            }
             admit(metadata);
           },
           onReceiveHalfClose: (next) => {

@@ -40,11 +40,13 @@ type GrpcCall = UnaryCall | grpc.ServerWritableStream<Buffer, Buffer>;
  *
  * @param streams open server streams, ended together at shutdown.
  * @param budget answers take their encoded bytes from it until the call ends;
- *   an answer that finds no room fails with RESOURCE_EXHAUSTED.
+ *   an answer that finds no room fails with RESOURCE_EXHAUSTED. Undefined
+ *   for health, whose answers (a few bytes) must go out when it is full: a
+ *   probe refused for want of memory budget would have the process restarted.
  * @param direct when given, the unary methods are also served by it
  *   (grpc-direct-unary.ts), grpc-js keeping the calls it leaves.
  */
-export function mountOnGrpc(server: grpc.Server, service: DescService, impl: AnyServiceImpl, streams: OpenStreams, budget: InflightBudget, direct?: DirectUnaryPath): void {
+export function mountOnGrpc(server: grpc.Server, service: DescService, impl: AnyServiceImpl, streams: OpenStreams, budget: InflightBudget | undefined, direct?: DirectUnaryPath): void {
   const definition: Record<string, grpc.MethodDefinition<Buffer, Buffer>> = {};
   const handlers: grpc.UntypedServiceImplementation = {};
   for (const method of service.methods) {
@@ -216,7 +218,8 @@ function encode(desc: DescMessage, message: unknown): Buffer {
  *
  * @throws ConnectError RESOURCE_EXHAUSTED when no room was made in time.
  */
-async function budgetAnswer(call: UnaryCall, budget: InflightBudget, answer: Buffer): Promise<Buffer> {
+async function budgetAnswer(call: UnaryCall, budget: InflightBudget | undefined, answer: Buffer): Promise<Buffer> {
+  if (budget === undefined) return answer;
   if (!budget.tryTake(answer.length)) await budget.take(answer.length, "answer");
   if (call.cancelled) budget.release(answer.length);
   else call.once("cancelled", () => budget.release(answer.length));
@@ -228,7 +231,7 @@ async function runUnary(
   method: DescMethod,
   fn: AnyServiceImpl[string] | undefined,
   call: UnaryCall,
-  budget: InflightBudget,
+  budget: InflightBudget | undefined,
 ): Promise<Buffer> {
   // Unary calls are not cut short by shutdown: they get the grace period.
   const context = new GrpcHandlerContext(service, method, call);
@@ -247,7 +250,7 @@ async function runServerStream(
   fn: AnyServiceImpl[string] | undefined,
   call: grpc.ServerWritableStream<Buffer, Buffer>,
   streams: OpenStreams,
-  budget: InflightBudget,
+  budget: InflightBudget | undefined,
 ): Promise<void> {
   const context = new GrpcHandlerContext(service, method, call);
   const signal = context.signal;
@@ -262,12 +265,12 @@ async function runServerStream(
     for await (const message of stream) {
       if (signal.aborted) break;
       const bytes = encode(method.output, message);
-      if (!budget.tryTake(bytes.length)) await budget.take(bytes.length, "answer");
+      if (budget !== undefined && !budget.tryTake(bytes.length)) await budget.take(bytes.length, "answer");
       unsent += bytes.length;
       const sent = () => {
         if (unsent < bytes.length) return;
         unsent -= bytes.length;
-        budget.release(bytes.length);
+        budget?.release(bytes.length);
       };
       if (!call.write(bytes, sent)) await drained(call, signal);
     }
@@ -278,7 +281,7 @@ async function runServerStream(
     if (call.cancelled) return;
     call.emit("error", toServiceError(streams.shuttingDown ? shuttingDown() : err));
   } finally {
-    budget.release(unsent);
+    budget?.release(unsent);
     unsent = 0;
     streams.remove(context);
     context.finish();

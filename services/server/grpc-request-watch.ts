@@ -21,8 +21,9 @@ const refusal = (problem: string) => new ConnectError(`request: ${problem}`, Cod
  *   length prefix arrives, before the rest is read: when they do not fit,
  *   reading pauses (HTTP/2 flow control holds the client back) until there
  *   is room, or the call is refused RESOURCE_EXHAUSTED. A prefix announcing
- *   more than `maxMessageBytes` takes nothing: grpc-js refuses it
- *   RESOURCE_EXHAUSTED at once. The bytes are given back when the stream
+ *   more than `maxMessageBytes` takes nothing and is refused
+ *   RESOURCE_EXHAUSTED at once, in grpc-js's words (`Received message larger
+ *   than max (N vs M)`). The bytes are given back when the stream
  *   closes (admission.ts resets a stream whose call was answered before its
  *   body arrived whole, so a client that keeps it open cannot hold them);
  * - a prefix whose flags are not 0 or 1, or that marks the message
@@ -43,6 +44,9 @@ const refusal = (problem: string) => new ConnectError(`request: ${problem}`, Cod
  * (an internal of grpc-js 1.14, pinned in package.json; the budget tests in
  * test/transport/inflight-budget.test.ts fail if it moves).
  *
+ * @param budget the in-flight budget, or undefined for a call that must be
+ *   answered even when it is full (health, admission.ts), whose messages are
+ *   then not charged and must be small (`maxMessageBytes`).
  * @param encoding the call's `grpc-encoding` (`identity` when absent).
  * @param maxMessageBytes largest message accepted, decompressed, in bytes.
  */
@@ -61,7 +65,7 @@ export class GrpcRequestWatch {
 
   constructor(
     private readonly stream: ServerHttp2Stream,
-    private readonly budget: InflightBudget,
+    private readonly budget: InflightBudget | undefined,
     private readonly encoding: string,
     private readonly maxMessageBytes: number,
     refuse: (err: ConnectError) => void,
@@ -74,7 +78,7 @@ export class GrpcRequestWatch {
     stream.prependListener("data", this.onData);
     stream.once("close", () => {
       stream.off("data", this.onData);
-      if (this.taken > 0) budget.release(this.taken);
+      if (this.taken > 0) budget!.release(this.taken);
     });
   }
 
@@ -106,8 +110,9 @@ export class GrpcRequestWatch {
     if (flags === 1 && this.encoding === "identity") {
       return this.refuse(refusal("the message is marked compressed, but the call names no compression (grpc-encoding)"));
     }
-    // Over the message limit: grpc-js refuses it (RESOURCE_EXHAUSTED) without reading it.
-    if (this.declared > this.maxMessageBytes) return;
+    if (this.declared > this.maxMessageBytes) {
+      return this.refuse(new ConnectError(`Received message larger than max (${this.declared} vs ${this.maxMessageBytes})`, Code.ResourceExhausted));
+    }
     this.take(GRPC_PREFIX_BYTES + this.declared);
     if (flags === 1 && DECOMPRESS[this.encoding] !== undefined) {
       // This chunk completed the prefix, and may begin before it (a prefix split over chunks).
@@ -133,16 +138,18 @@ export class GrpcRequestWatch {
     }
   }
 
-  /** Takes `bytes` from the budget, pausing the stream while it waits for room. */
+  /** Takes `bytes` from the budget (if there is one), pausing the stream while it waits for room. */
   private take(bytes: number): void {
-    if (this.budget.tryTake(bytes)) {
+    const budget = this.budget;
+    if (budget === undefined) return;
+    if (budget.tryTake(bytes)) {
       this.taken = bytes;
       return;
     }
     this.stream.pause();
-    this.budget.take(bytes, "request").then(
+    budget.take(bytes, "request").then(
       () => {
-        if (this.stream.closed) this.budget.release(bytes);
+        if (this.stream.closed) budget.release(bytes);
         else {
           this.taken = bytes;
           this.stream.resume();

@@ -282,7 +282,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // Plain unary calls bypass grpc-js's interceptors (grpc-direct-unary.ts): a rule added as an interceptor must be added there too.
   const directUnary = new DirectUnaryPath(admission, logger);
   directUnary.install(grpcServer);
-  const probes = healthAddr === undefined ? undefined : new grpc.Server();
+  // Health requests are limited there as on the main listener (admission.ts HEALTH_REQUEST_BYTES).
+  const probes = healthAddr === undefined ? undefined : new grpc.Server({ interceptors: [grpcAdmission(admission)] });
   const gate = new StartGate();
 
   const cleanup: Array<() => unknown> = [];
@@ -339,9 +340,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const healthImpl = healthService(health) as unknown as AnyServiceImpl;
     // Health stays on grpc-js: it is open without a token and takes nothing from the budget (admission.ts).
     for (const m of instrumented) mountOnGrpc(grpcServer, m.desc, m.impl, openStreams, admission.budget, directUnary);
-    mountOnGrpc(grpcServer, Health, healthImpl, openStreams, admission.budget);
+    // Health answers are not charged to the budget, and its requests are limited instead (admission.ts): a probe is answered when the budget is full.
+    mountOnGrpc(grpcServer, Health, healthImpl, openStreams, undefined);
     connect?.serve([...instrumented, { desc: Health, impl: healthImpl }]);
-    if (probes !== undefined) mountOnGrpc(probes, Health, healthImpl, openStreams, admission.budget);
+    if (probes !== undefined) mountOnGrpc(probes, Health, healthImpl, openStreams, undefined);
     if (metricsAddress !== undefined && (options.storeSizeIntervalMs ?? 0) > 0) {
       const stop = await refreshStoreMetrics(store, metrics, options.storeSizeIntervalMs!, logger).catch((err: Error) => {
         throw new StartupError(`cannot measure the store for the metrics (${err.message}); pass --store-size-interval 0 to turn the measurement off`);

@@ -4,6 +4,7 @@ import { connect, type ClientHttp2Session } from "node:http2";
 import { Code } from "@connectrpc/connect";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { SaveRequestSchema, SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient, HARNESS_MESSAGE_BYTES } from "../helpers/clients.js";
 import { MIN_DEFAULT_INFLIGHT_BYTES } from "../../services/server/inflight-default.js";
@@ -211,5 +212,44 @@ describe("a request's memory is reserved only once the budget holds it (--max-in
     const client = grpcClient(SessionStoreService, server.address);
     await client.save({ sessionId: "after-held", snapshot: snapshot(20 * MiB) });
     expect((await client.load({ sessionId: "after-held" })).snapshot?.payload.length).toBe(20 * MiB);
+  });
+});
+
+describe("health answers beside a full budget, and its requests are limited to 4 KiB instead (--max-inflight-bytes 48MB)", () => {
+  let server: ServerProcess;
+  let h2: ClientHttp2Session;
+  beforeAll(async () => {
+    server = await startServer(["session-store", "--store", "sqlite::memory:", "--max-inflight-bytes", "48MB", "--metrics-listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0"]);
+    h2 = connect(`http://${server.address}`);
+  });
+  afterAll(async () => {
+    h2?.close();
+    await server?.stop();
+  });
+
+  /** Starts a health Check on `session` whose prefix announces `declared` bytes, sends `sent` of them, and resolves to its grpc-status and grpc-message. */
+  const largeCheck = (session: ClientHttp2Session, declared: number, sent: number) => {
+    const stream = session.request({ ":method": "POST", ":path": `/${Health.typeName}/Check`, "content-type": "application/grpc", te: "trailers" });
+    stream.on("error", () => undefined);
+    stream.write(Buffer.concat([grpcPrefix(declared), Buffer.alloc(sent)]));
+    return new Promise<string>((resolve) => stream.on("response", (h) => resolve(`${h["grpc-status"]} ${decodeURIComponent(String(h["grpc-message"]))}`)));
+  };
+
+  test("a Check is SERVING while a stalled Save holds the whole budget; a Check announcing more than 4 KiB is RESOURCE_EXHAUSTED at its prefix, on both listeners, and reserves nothing", async () => {
+    // Charged three times with its prefix: exactly the whole budget.
+    const stalled = startSave(h2, 16 * MiB - 5, 1024);
+    await waitFor(async () => (await metricValue(server.metricsAddress!, "mecatl_drivers_inflight_bytes")) === 48 * MiB, 10_000, "the stalled Save to hold the whole budget");
+    expect((await grpcClient(Health, server.address).check({ service: "" })).status).toBe(ServingStatus.SERVING);
+    expect((await grpcClient(Health, server.healthAddress!).check({ service: "" })).status).toBe(ServingStatus.SERVING);
+    const before = addressSpace(server);
+    // 256 KiB of each: more than one frame, which an earlier version took as the cue to reserve the whole 60 MiB.
+    const answers = await Promise.all(Array.from({ length: 20 }, () => largeCheck(h2, 60 * MiB, 256 * 1024)));
+    expect(answers).toEqual(Array(20).fill(`8 Received message larger than max (${60 * MiB} vs 4096)`));
+    expect(addressSpace(server) - before).toBeLessThan(400 * MiB);
+    const probes = connect(`http://${server.healthAddress}`);
+    expect(await largeCheck(probes, 3 * MiB, 64 * 1024)).toBe(`8 Received message larger than max (${3 * MiB} vs 4096)`);
+    probes.close();
+    stalled.close();
+    await waitFor(async () => (await metricValue(server.metricsAddress!, "mecatl_drivers_inflight_bytes")) === 0, 10_000, "the budget to be given back");
   });
 });
