@@ -30,7 +30,9 @@ const refusal = (problem: string) => new ConnectError(`request: ${problem}`, Cod
  *   compressed while the call names no compression (`grpc-encoding`
  *   absent or `identity`), is refused INVALID_ARGUMENT;
  * - a compressed message that does not decompress is refused
- *   INVALID_ARGUMENT before grpc-js, which would answer INTERNAL, tries;
+ *   INVALID_ARGUMENT before grpc-js, which would answer INTERNAL, tries; one
+ *   that decompresses to more than `maxMessageBytes` is refused
+ *   RESOURCE_EXHAUSTED (decompression stops there);
  * - the whole prefix of a second message is refused INVALID_ARGUMENT at
  *   once, before the message is read: a unary or server-streaming call
  *   takes one message, and only the first is charged to the budget (a
@@ -132,8 +134,10 @@ export class GrpcRequestWatch {
     try {
       DECOMPRESS[this.encoding]!(message, { maxOutputLength: this.maxMessageBytes });
     } catch (err) {
-      // Too large decompressed: grpc-js refuses it RESOURCE_EXHAUSTED in its own words.
-      if ((err as { code?: string }).code === "ERR_BUFFER_TOO_LARGE") return;
+      // Too large decompressed: refused in grpc-js's words (grpc-js checks its own limit only, which health's is below).
+      if ((err as { code?: string }).code === "ERR_BUFFER_TOO_LARGE") {
+        return this.refuse(new ConnectError(`Received message that decompresses to a size larger than ${this.maxMessageBytes}`, Code.ResourceExhausted));
+      }
       this.refuse(refusal(`the ${this.encoding}-compressed message does not decompress (${(err as Error).message})`));
     }
   }

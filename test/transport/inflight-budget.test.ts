@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { readFileSync } from "node:fs";
+import { gzipSync } from "node:zlib";
 import { connect, type ClientHttp2Session } from "node:http2";
 import { Code } from "@connectrpc/connect";
 import { create, toBinary } from "@bufbuild/protobuf";
@@ -13,7 +14,7 @@ import { expectCode } from "../helpers/errors.js";
 import { metricValue } from "../helpers/metrics.js";
 import { waitFor } from "../helpers/wait.js";
 import { startSave, unfinishedSave } from "../helpers/unfinished-request.js";
-import { grpcFramed, grpcPrefix } from "../helpers/h2-grpc-call.js";
+import { grpcFramed, grpcPrefix, h2GrpcCall } from "../helpers/h2-grpc-call.js";
 
 const MiB = 1024 * 1024;
 const snapshot = (bytes: number) => ({ format: "sessnap-json/1", payload: Buffer.alloc(bytes, 0x61) });
@@ -246,6 +247,12 @@ describe("health answers beside a full budget, and its requests are limited to 4
     const answers = await Promise.all(Array.from({ length: 20 }, () => largeCheck(h2, 60 * MiB, 256 * 1024)));
     expect(answers).toEqual(Array(20).fill(`8 Received message larger than max (${60 * MiB} vs 4096)`));
     expect(addressSpace(server) - before).toBeLessThan(400 * MiB);
+    // Under 4 KiB compressed, 8 KiB decompressed: refused too, after 4 KiB of decompression.
+    const name = Buffer.concat([Buffer.from([0x0a, 0x80, 0x40]), Buffer.alloc(8192, 0x61)]);
+    const zipped = gzipSync(name);
+    expect(zipped.length).toBeLessThan(4096);
+    const zipCheck = await h2GrpcCall(server.address, `/${Health.typeName}/Check`, Buffer.concat([Buffer.from([1]), grpcPrefix(zipped.length).subarray(1), zipped]), { "grpc-encoding": "gzip" });
+    expect(`${zipCheck.status} ${zipCheck.message}`).toBe("8 Received message that decompresses to a size larger than 4096");
     const probes = connect(`http://${server.healthAddress}`);
     expect(await largeCheck(probes, 3 * MiB, 64 * 1024)).toBe(`8 Received message larger than max (${3 * MiB} vs 4096)`);
     probes.close();
