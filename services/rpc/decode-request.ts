@@ -3,7 +3,7 @@ import { fromBinary, ScalarType, type DescField, type DescMessage, type MessageS
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { invalidArgument } from "./errors.js";
 import { decodeStringsVerbatim } from "../../common/verbatim-utf8.js";
-import { plainDecoder, type PlainDecoder } from "./plain-decoder.js";
+import { plainDecoder } from "./plain-decoder.js";
 
 // Session ids, owners and every other string are taken as sent, a leading U+FEFF included.
 decodeStringsVerbatim();
@@ -97,9 +97,6 @@ function firstProblem(desc: DescMessage, bytes: Uint8Array, prefix: string, what
   return undefined;
 }
 
-/** The plain decoder of each request type (null: none), made on first use. */
-const plainDecoders = new WeakMap<DescMessage, PlainDecoder<DescMessage> | null>();
-
 /**
  * Decodes the request bytes of an RPC whose input is `desc` (protobuf-es
  * binary format). Bytes that are not a valid message are refused with a
@@ -117,10 +114,8 @@ const plainDecoders = new WeakMap<DescMessage, PlainDecoder<DescMessage> | null>
  *   not valid UTF-8`), or `request: not a valid <type> message (<reason>)`.
  */
 export function decodeRequest<Desc extends DescMessage>(desc: Desc, bytes: Uint8Array): MessageShape<Desc> {
-  let plain = plainDecoders.get(desc);
-  if (plain === undefined) plainDecoders.set(desc, (plain = plainDecoder<DescMessage>(desc) ?? null));
-  const decoded = plain?.(bytes);
-  if (decoded !== undefined) return decoded as MessageShape<Desc>;
+  const decoded = plainDecoder(desc)?.(bytes);
+  if (decoded !== undefined) return decoded;
   try {
     return fromBinary(desc, bytes);
   } catch (err) {

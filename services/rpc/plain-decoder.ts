@@ -1,5 +1,6 @@
 import { create, ScalarType, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { BinaryReader } from "@bufbuild/protobuf/wire";
+import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
 
 /**
  * Decodes the bytes of a message of one type, or answers undefined when the
@@ -49,11 +50,14 @@ const SCALARS: Record<ScalarType, (reader: BinaryReader) => unknown> = {
   [ScalarType.DOUBLE]: (r) => r.double(),
 };
 
-/** Message types protobuf-es holds in a form other than their fields (wrappers unwrapped, Struct as JSON): never plain. */
-const SPECIAL_TYPES = /^google\.protobuf\.(\w+Value|Struct|Value|ListValue)$/;
+/** Message types protobuf-es holds as JSON rather than as their fields (wrappers, unwrapped, are told by `isWrapperDesc`): never plain. */
+const JSON_TYPES = new Set(["google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"]);
 
 /** Plain messages by descriptor (null: not plain), made on first use. */
 const compiled = new WeakMap<DescMessage, PlainMessage | null>();
+
+/** The decoder of each message type (null: not plain), made on first use. */
+const decoders = new WeakMap<DescMessage, PlainDecoder<DescMessage> | null>();
 
 /**
  * The message type `desc` as a {@link PlainMessage}, or null when it or a
@@ -65,7 +69,7 @@ function compile(desc: DescMessage, seen: Set<DescMessage> = new Set()): PlainMe
   const known = compiled.get(desc);
   if (known !== undefined) return known;
   // A message that holds itself (directly or not) is left to protobuf-es.
-  if (seen.has(desc) || SPECIAL_TYPES.test(desc.typeName)) return null;
+  if (seen.has(desc) || isWrapperDesc(desc) || JSON_TYPES.has(desc.typeName)) return null;
   seen.add(desc);
   const fields = new Map<number, PlainField>();
   let plain = true;
@@ -125,8 +129,8 @@ function readInto(type: PlainMessage, reader: BinaryReader, end: number, target:
 }
 
 /**
- * A decoder for messages of `desc` that skips protobuf-es's reflection
- * layer, or undefined when `desc` is not plain: it holds a list, a map, a
+ * The decoder for messages of `desc` (made once, then kept) that skips
+ * protobuf-es's reflection layer, or undefined when `desc` is not plain: it holds a list, a map, a
  * oneof, a group, a 64-bit integer held as a string, a wrapper or a Struct.
  * Every request of the driver's hottest calls is plain (LoadRequest,
  * RenewRequest, AppendRequest, SaveRequest).
@@ -143,15 +147,22 @@ function readInto(type: PlainMessage, reader: BinaryReader, end: number, target:
  * the two on random and damaged messages of every request type.
  */
 export function plainDecoder<Desc extends DescMessage>(desc: Desc): PlainDecoder<Desc> | undefined {
-  const type = compile(desc);
-  if (type === null) return undefined;
-  return (bytes) => {
-    const message = create(desc) as unknown as Record<string, unknown>;
-    try {
-      readInto(type, new BinaryReader(bytes), bytes.byteLength, message);
-    } catch {
-      return undefined;
-    }
-    return message as MessageShape<Desc>;
-  };
+  let decoder = decoders.get(desc);
+  if (decoder === undefined) {
+    const type = compile(desc);
+    decoder =
+      type === null
+        ? null
+        : (bytes) => {
+            const message = create(desc) as unknown as Record<string, unknown>;
+            try {
+              readInto(type, new BinaryReader(bytes), bytes.byteLength, message);
+            } catch {
+              return undefined;
+            }
+            return message as MessageShape<DescMessage>;
+          };
+    decoders.set(desc, decoder);
+  }
+  return (decoder ?? undefined) as PlainDecoder<Desc> | undefined;
 }

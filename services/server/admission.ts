@@ -70,11 +70,7 @@ export function grpcAdmission(options: AdmissionOptions): grpc.ServerInterceptor
             const unauthenticated = health ? undefined : authRefusal(options, metadata.get("authorization")[0] as string | undefined);
             if (unauthenticated !== undefined) return refuse(unauthenticated);
             const encoding = incomingEncoding ?? "identity";
-            if (stream !== undefined) {
-              watch = health
-                ? new GrpcRequestWatch(stream, undefined, encoding, HEALTH_REQUEST_BYTES, refuse)
-                : new GrpcRequestWatch(stream, options.budget, encoding, options.maxMessageBytes, refuse);
-            }
+            if (stream !== undefined) watch = new GrpcRequestWatch(stream, health ? undefined : options.budget, encoding, health ? HEALTH_REQUEST_BYTES : options.maxMessageBytes, refuse);
             admit(metadata);
           },
           onReceiveHalfClose: (next) => {

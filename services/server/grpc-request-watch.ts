@@ -80,7 +80,7 @@ export class GrpcRequestWatch {
     stream.prependListener("data", this.onData);
     stream.once("close", () => {
       stream.off("data", this.onData);
-      if (this.taken > 0) budget!.release(this.taken);
+      if (this.taken > 0) budget?.release(this.taken);
     });
   }
 
@@ -96,7 +96,7 @@ export class GrpcRequestWatch {
     if (this.compressed !== undefined) this.collect(chunk);
     else if (this.declared === undefined) this.readPrefix(chunk);
     const declared = this.declared;
-    if (declared !== undefined && declared <= this.maxMessageBytes && this.received >= 2 * GRPC_PREFIX_BYTES + declared) {
+    if (declared !== undefined && this.received >= 2 * GRPC_PREFIX_BYTES + declared) {
       this.refuse(new ConnectError(SECOND_MESSAGE, Code.InvalidArgument));
     }
   };

@@ -1,6 +1,7 @@
 import type { ClientHttp2Session, ClientHttp2Stream } from "node:http2";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { MAX_MESSAGE_BYTES } from "../../services/server/server.js";
+import { grpcPrefix } from "./h2-grpc-call.js";
 
 /**
  * Sends a gRPC Save on `h2` whose prefix announces `declared` bytes (default:
@@ -30,10 +31,22 @@ export async function unfinishedSave(h2: ClientHttp2Session, declared = MAX_MESS
  * `headers`; the stream stays open (its errors are ignored).
  */
 export function startSave(h2: ClientHttp2Session, declared: number, sent: number, headers: Record<string, string> = {}): ClientHttp2Stream {
-  const stream = h2.request({ ":method": "POST", ":path": `/${SessionStoreService.typeName}/Save`, "content-type": "application/grpc", te: "trailers", ...headers });
+  return startCall(h2, `/${SessionStoreService.typeName}/Save`, Buffer.concat([grpcPrefix(declared), Buffer.alloc(sent)]), headers);
+}
+
+/**
+ * Starts a gRPC call to `path` on `h2` with `headers`, writes `body` (raw:
+ * prefixes and messages as the test makes them) and keeps the stream open
+ * (its errors are ignored).
+ */
+export function startCall(h2: ClientHttp2Session, path: string, body: Buffer, headers: Record<string, string> = {}): ClientHttp2Stream {
+  const stream = h2.request({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers", ...headers });
   stream.on("error", () => undefined);
-  const prefix = Buffer.alloc(5);
-  prefix.writeUInt32BE(declared, 1);
-  stream.write(Buffer.concat([prefix, Buffer.alloc(sent)]));
+  stream.write(body);
   return stream;
+}
+
+/** The grpc-status and the URI-decoded grpc-message of `stream`'s answer, as "status message", once its response headers come. */
+export function answerOf(stream: ClientHttp2Stream): Promise<string> {
+  return new Promise((resolve) => stream.on("response", (h) => resolve(`${h["grpc-status"]} ${decodeURIComponent(String(h["grpc-message"]))}`)));
 }

@@ -13,7 +13,7 @@ import { MAX_MESSAGE_BYTES } from "../../services/server/server.js";
 import { expectCode } from "../helpers/errors.js";
 import { metricValue } from "../helpers/metrics.js";
 import { waitFor } from "../helpers/wait.js";
-import { startSave, unfinishedSave } from "../helpers/unfinished-request.js";
+import { answerOf, startCall, startSave, unfinishedSave } from "../helpers/unfinished-request.js";
 import { grpcFramed, grpcPrefix, h2GrpcCall } from "../helpers/h2-grpc-call.js";
 
 const MiB = 1024 * 1024;
@@ -198,16 +198,10 @@ describe("a request's memory is reserved only once the budget holds it (--max-in
     await waitFor(async () => (await inflight()) === 0, 10_000, "the budget to be given back");
     // A second message after a whole small Save is refused at its prefix: never held outside the budget (a fresh-eyes run held 1 GB so).
     const small = toBinary(SaveRequestSchema, create(SaveRequestSchema, { sessionId: "second", snapshot: snapshot(10) }));
-    const answers = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => {
-        const stream = h2.request({ ":method": "POST", ":path": `/${SessionStoreService.typeName}/Save`, "content-type": "application/grpc", te: "trailers", ...(i % 2 === 0 ? {} : { "grpc-encoding": "gzip" }) });
-        stream.on("error", () => undefined);
-        // 256 KiB of the second message each: a Node client queuing more than 10 MiB on one connection is stopped by its own maxSessionMemory.
-        stream.write(Buffer.concat([grpcFramed(small), grpcPrefix(40 * MiB), Buffer.alloc(256 * 1024)]));
-        return new Promise((resolve) => stream.on("response", (h) => resolve(h["grpc-status"])));
-      }),
-    );
-    expect(answers).toEqual(Array(20).fill("3"));
+    // 256 KiB of the second message each: a Node client queuing more than 10 MiB on one connection is stopped by its own maxSessionMemory.
+    const body = Buffer.concat([grpcFramed(small), grpcPrefix(40 * MiB), Buffer.alloc(256 * 1024)]);
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => answerOf(startCall(h2, `/${SessionStoreService.typeName}/Save`, body, i % 2 === 0 ? {} : { "grpc-encoding": "gzip" }))));
+    expect(answers.map((a) => a.split(" ")[0])).toEqual(Array(20).fill("3"));
     expect(addressSpace(server) - before).toBeLessThan(400 * MiB);
     // The same connection still carries a large Save whole.
     const client = grpcClient(SessionStoreService, server.address);
@@ -229,12 +223,8 @@ describe("health answers beside a full budget, and its requests are limited to 4
   });
 
   /** Starts a health Check on `session` whose prefix announces `declared` bytes, sends `sent` of them, and resolves to its grpc-status and grpc-message. */
-  const largeCheck = (session: ClientHttp2Session, declared: number, sent: number) => {
-    const stream = session.request({ ":method": "POST", ":path": `/${Health.typeName}/Check`, "content-type": "application/grpc", te: "trailers" });
-    stream.on("error", () => undefined);
-    stream.write(Buffer.concat([grpcPrefix(declared), Buffer.alloc(sent)]));
-    return new Promise<string>((resolve) => stream.on("response", (h) => resolve(`${h["grpc-status"]} ${decodeURIComponent(String(h["grpc-message"]))}`)));
-  };
+  const largeCheck = (session: ClientHttp2Session, declared: number, sent: number) =>
+    answerOf(startCall(session, `/${Health.typeName}/Check`, Buffer.concat([grpcPrefix(declared), Buffer.alloc(sent)])));
 
   test("a Check is SERVING while a stalled Save holds the whole budget; a Check announcing more than 4 KiB is RESOURCE_EXHAUSTED at its prefix, on both listeners, and reserves nothing", async () => {
     // Charged three times with its prefix: exactly the whole budget.
