@@ -31,7 +31,10 @@
  * generations of the scope: a page is served only when none of the N
  * changed since the cursor was minted, and since a session lives in exactly
  * one partition, rows read from different partitions at slightly different
- * instants still never repeat or skip a row.
+ * instants still never repeat or skip a row. A first page has no cursor to
+ * restart: when writes keep changing its partitions between the two reads,
+ * its last attempt reads each partition's members and their rows in one
+ * script, so it is always answered.
  *
  * Atomicity. The Save/Create script writes the snapshot, its List index
  * entry and its partition together, in one script on one slot: the
@@ -197,17 +200,21 @@ return op_done(1)
 
 /**
  * Reads one partition's part of a PageMetadata page: the scope's generation
- * and count, and the next members.
- * KEYS[1] the scope's sorted set, KEYS[2] `scopes`.
- * ARGV[1] scope name, ARGV[2] `ZRANGE BYLEX` start, ARGV[3] most members.
- * Returns {generation, count, member1, member2, ...}.
+ * and count, and the next members, each followed by its row when asked.
+ * KEYS[1] the scope's sorted set, KEYS[2] `scopes`, KEYS[3] `rows`.
+ * ARGV[1] scope name, ARGV[2] `ZRANGE BYLEX` start, ARGV[3] most members,
+ * ARGV[4] `1` to follow each member with its row, else `0`.
+ * Returns {generation, count, member1, [row1,] member2, [row2,] ...}.
  */
 const PAGE_MEMBERS = redisScript({
   name: "mecatlSessionMetaPage",
   readOnly: true,
   lua: `
 local out = {redis.call('HGET', KEYS[2], 'gen:' .. ARGV[1]) or '0', redis.call('HGET', KEYS[2], 'n:' .. ARGV[1]) or '0'}
-for _, m in ipairs(redis.call('ZRANGE', KEYS[1], ARGV[2], '+', 'BYLEX', 'LIMIT', 0, tonumber(ARGV[3]))) do out[#out + 1] = m end
+for _, m in ipairs(redis.call('ZRANGE', KEYS[1], ARGV[2], '+', 'BYLEX', 'LIMIT', 0, tonumber(ARGV[3]))) do
+  out[#out + 1] = m
+  if ARGV[4] == '1' then out[#out + 1] = redis.call('HGET', KEYS[3], string.sub(m, 17)) end
+end
 return out
 `,
 });
@@ -231,7 +238,13 @@ return redis.call('HMGET', KEYS[1], unpack(ids))
 `,
 });
 
-/** How many times a first page is read again when its rows changed between the two reads (then it is answered ABORTED). */
+/**
+ * Attempts of a first page (session-metadata.md, paging: only a request with
+ * a cursor may be ABORTED). The first ones read members, then rows; when a
+ * partition changed in between, the page is read again, and the last attempt
+ * reads each partition's members with their rows in one script, which cannot
+ * be overtaken by a write.
+ */
 const PAGE_ATTEMPTS = 3;
 
 /**
@@ -305,24 +318,60 @@ function lexStart(after: MetadataBoundary | undefined): string {
   return `[${pageMember(after.beforeMicros - 1, "")}`;
 }
 
+/** One partition's part of a page, as {@link PAGE_MEMBERS} answered it. */
+interface PartitionPage {
+  generation: string;
+  count: number;
+  /** Page members, in byte order. */
+  members: string[];
+  /** The stored row (JSON) of each member, when read with the members. */
+  rows?: string[];
+}
+
+/** Splits a {@link PAGE_MEMBERS} reply (`withRows`: each member followed by its row). */
+function partitionPage(reply: string[], withRows: boolean): PartitionPage {
+  const rest = reply.slice(2);
+  const page: PartitionPage = { generation: reply[0]!, count: Number(reply[1]), members: withRows ? rest.filter((_, i) => i % 2 === 0) : rest };
+  if (withRows) page.rows = rest.filter((_, i) => i % 2 === 1);
+  return page;
+}
+
+/** A member a page chose: its partition and its place in that partition's members. */
+interface ChosenMember {
+  partition: number;
+  index: number;
+  member: string;
+}
+
 /**
- * k-way merge of the partitions' member lists (each sorted, after the two
- * leading fields of the page reply): the first `count` members in byte
- * order, with the partition each came from.
+ * k-way merge of the partitions' member lists (each sorted): the first
+ * `count` members in byte order, with where each came from.
  */
-function mergeMembers(parts: string[][], count: number): Array<{ partition: number; member: string }> {
-  const heads = parts.map(() => 2);
-  const out: Array<{ partition: number; member: string }> = [];
+function mergeMembers(parts: PartitionPage[], count: number): ChosenMember[] {
+  const heads = parts.map(() => 0);
+  const out: ChosenMember[] = [];
   while (out.length < count) {
     let best = -1;
     for (let p = 0; p < parts.length; p++) {
-      if (heads[p]! < parts[p]!.length && (best < 0 || compareIdBytes(parts[p]![heads[p]!]!, parts[best]![heads[best]!]!) < 0)) best = p;
+      if (heads[p]! < parts[p]!.members.length && (best < 0 || compareIdBytes(parts[p]!.members[heads[p]!]!, parts[best]!.members[heads[best]!]!) < 0)) best = p;
     }
     if (best < 0) break;
-    out.push({ partition: best, member: parts[best]![heads[best]!]! });
+    out.push({ partition: best, index: heads[best]!, member: parts[best]!.members[heads[best]!]! });
     heads[best]! += 1;
   }
   return out;
+}
+
+/** The page row of `member` from its stored row (JSON). */
+function metadataRow(member: string, stored: string): MetadataRow {
+  const row = JSON.parse(stored) as StoredRow;
+  return {
+    sessionId: member.slice(16),
+    modifiedAtMicros: Number(INVERT - BigInt(member.slice(0, 16))),
+    metadata: row.m === null ? undefined : decodeMetadata(row.m),
+    activityState: row.a,
+    estimatedBytes: row.b,
+  };
 }
 
 /** A row as kept in a partition's `rows` hash. */
@@ -500,52 +549,50 @@ export class RedisSessionMetadata {
    * One PageMetadata page, in two reads: every partition's generation, count
    * and next limit+1 members after the boundary, k-way merged; then the rows
    * of the chosen members, from their partitions, each checked to be at the
-   * generation its members were read at (a first page whose rows changed in
-   * between is read again). `restart` when a partition's generation of the
-   * scope differs from the cursor's.
+   * generation its members were read at. `restart` when a partition's
+   * generation of the scope differs from the cursor's. A first page is never
+   * restarted (session-metadata.md, paging): when its rows changed in
+   * between, it is read again, and its last attempt reads each partition's
+   * members with their rows in one read (more rows, but no gap to overtake).
    */
   async page(q: MetadataPageQuery): Promise<MetadataPageAnswer> {
     const config = await this.config();
     const scope = q.scope.kind === "all" ? "all" : `owner:${q.scope.ownerScopeHex}`;
     const start = lexStart(q.after);
     for (let attempt = 1; ; attempt++) {
-      const parts = (await Promise.all(
-        Array.from({ length: config.partitions }, (_, p) => this.ops.readScript(PAGE_MEMBERS, [this.partitionKey(p, scope), this.partitionKey(p, "scopes")], [scope, start, q.limit + 1])),
-      )) as string[][];
-      const generation = `${config.storeId}.${parts.map((r) => r[0]).join(".")}`;
+      const withRows = q.generation === undefined && attempt >= PAGE_ATTEMPTS;
+      const parts = await Promise.all(
+        Array.from({ length: config.partitions }, async (_, p) => {
+          const keys = [this.partitionKey(p, scope), this.partitionKey(p, "scopes"), this.partitionKey(p, "rows")];
+          return partitionPage((await this.ops.readScript(PAGE_MEMBERS, keys, [scope, start, q.limit + 1, withRows ? 1 : 0])) as string[], withRows);
+        }),
+      );
+      const generation = `${config.storeId}.${parts.map((r) => r.generation).join(".")}`;
       if (q.generation !== undefined && q.generation !== generation) return { restart: true };
-      const total = parts.reduce((n, r) => n + Number(r[1]), 0);
+      const total = parts.reduce((n, r) => n + r.count, 0);
       const chosen = mergeMembers(parts, q.limit + 1);
-      const rows = await this.rows(scope, parts, chosen.slice(0, q.limit));
-      if (rows !== undefined) return { restart: false, rows, more: chosen.length > q.limit, total, generation };
-      if (q.generation !== undefined || attempt >= PAGE_ATTEMPTS) return { restart: true };
+      const shown = chosen.slice(0, q.limit);
+      const stored = withRows ? shown.map((c) => parts[c.partition]!.rows![c.index]!) : await this.storedRows(scope, parts, shown);
+      if (stored !== undefined) return { restart: false, rows: shown.map((c, i) => metadataRow(c.member, stored[i]!)), more: chosen.length > q.limit, total, generation };
+      if (q.generation !== undefined) return { restart: true };
     }
   }
 
-  /** The rows of `chosen` members, in order; undefined when a partition changed since its members were read. */
-  private async rows(scope: string, parts: string[][], chosen: Array<{ partition: number; member: string }>): Promise<MetadataRow[] | undefined> {
+  /** The stored rows (JSON) of `chosen` members, in order; undefined when a partition changed since its members were read. */
+  private async storedRows(scope: string, parts: PartitionPage[], chosen: ChosenMember[]): Promise<string[] | undefined> {
     const byPartition = new Map<number, string[]>();
     for (const c of chosen) byPartition.set(c.partition, [...(byPartition.get(c.partition) ?? []), c.member.slice(16)]);
     const found = new Map<string, string>();
     const replies = await Promise.all(
       [...byPartition].map(async ([p, ids]) => {
-        const reply = await this.ops.readScript(PAGE_ROWS, [this.partitionKey(p, "rows"), this.partitionKey(p, "scopes")], [scope, parts[p]![0]!, ...ids]);
+        const reply = await this.ops.readScript(PAGE_ROWS, [this.partitionKey(p, "rows"), this.partitionKey(p, "scopes")], [scope, parts[p]!.generation, ...ids]);
         if (!Array.isArray(reply)) return false;
         ids.forEach((id, i) => found.set(id, reply[i] as string));
         return true;
       }),
     );
     if (replies.includes(false)) return undefined;
-    return chosen.map(({ member }) => {
-      const row = JSON.parse(found.get(member.slice(16))!) as StoredRow;
-      return {
-        sessionId: member.slice(16),
-        modifiedAtMicros: Number(INVERT - BigInt(member.slice(0, 16))),
-        metadata: row.m === null ? undefined : decodeMetadata(row.m),
-        activityState: row.a,
-        estimatedBytes: row.b,
-      };
-    });
+    return chosen.map(({ member }) => found.get(member.slice(16))!);
   }
 
   private async range(p: number, index: string, min: string, max: Buffer, cut: number): Promise<LineageRecord[]> {
