@@ -4,7 +4,7 @@ import { redisNodeOptions, refusePlaintextForTls, verifyDurability, StartupError
 import { ClusterDurability } from "./redis-cluster-durability.js";
 import { durabilityCheckTimeoutMs } from "./redis-durability-watch.js";
 import { credentialsRefused } from "./redis-reconnect-cause.js";
-import { defineRedisScripts, guardRedisWrites, onReplicaShortfall } from "./redis-script.js";
+import { guardRedisWrites, onReplicaShortfall } from "./redis-script.js";
 
 const clusterHealth = new WeakMap<Cluster, ClusterDurability>();
 
@@ -90,8 +90,7 @@ export const SLOTS_REFRESH_MS = 1000;
  * every node afterwards, and guards every write script by the primary of its
  * key's slot. With `replicas` (the `--redis-wait-replicas` writer) the
  * watches also count each primary's replicas in sync, checked once before
- * this returns. Every declared Lua script is defined on the client before it
- * is returned.
+ * this returns.
  *
  * The client follows MOVED and ASK redirections and TRYAGAIN by itself
  * (the command was not run, so sending it again is safe), and never sends a
@@ -114,6 +113,10 @@ export async function connectRedisCluster(options: RedisConnectOptions): Promise
     redisOptions: nodeOptions,
     lazyConnect: true,
     enableAutoPipelining: true,
+    // Scripts (storage/redis-script.ts) are sent one by one, each to the node of its first key: a cluster
+    // client groups auto-pipelined commands by the slot of their first argument, which for EVALSHA and EVAL
+    // is the script, not a key, so scripts for different nodes would share a pipeline, and it would fail whole.
+    autoPipeliningIgnoredCommands: ["evalsha", "eval"],
     // Exactly once (issue 9): a command refused while the cluster is not ready
     // was certainly not run; one cut off by a lost connection or CLUSTERDOWN is
     // judged and retried by redis-operation.ts, never re-sent here.
@@ -170,7 +173,5 @@ export async function connectRedisCluster(options: RedisConnectOptions): Promise
     onReplicaShortfall(cluster, () => health.recheckPrimaries());
     await health.checkAll();
   }
-  // Before any service command: see defineRedisScripts for why this cannot wait for first use.
-  defineRedisScripts(cluster);
   return cluster;
 }

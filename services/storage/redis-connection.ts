@@ -2,7 +2,7 @@ import { Redis, type RedisOptions } from "ioredis";
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { isLoopbackHost } from "../server/addresses.js";
-import { defineRedisScripts, guardRedisWrites, onReplicaShortfall } from "./redis-script.js";
+import { guardRedisWrites, onReplicaShortfall } from "./redis-script.js";
 import { DurabilityWatch, durabilityCheckTimeoutMs, readDurability } from "./redis-durability-watch.js";
 import { credentialsRefused, trackReconnectCause } from "./redis-reconnect-cause.js";
 import { speaksPlaintextRedis } from "./redis-plaintext-probe.js";
@@ -120,8 +120,7 @@ function readSecret(file: string | undefined, flag: string): string | undefined 
  * refused with a StoreFailure (UNAVAILABLE) while it cannot vouch for the
  * server ({@link DurabilityWatch.admit}). Why a reconnect fails, when Redis
  * refuses the credentials, is kept for health and errors
- * (redis-reconnect-cause.ts). Every declared Lua script is defined on the
- * connection before it is returned. The client reconnects forever with capped
+ * (redis-reconnect-cause.ts). The client reconnects forever with capped
  * backoff after that; callers watch `status` for health.
  *
  * @throws StartupError when the URL or files are bad, the server is
@@ -205,8 +204,6 @@ export async function connectRedis(options: RedisConnectOptions): Promise<Redis>
     }
   }
   trackReconnectCause(redis);
-  // Before any service command: see defineRedisScripts for why this cannot wait for first use.
-  defineRedisScripts(redis);
   return redis;
 }
 

@@ -1,12 +1,12 @@
+import { createHash } from "node:crypto";
 import { isCluster, type RedisClient } from "./redis-client.js";
 import { keySlot } from "./redis-layout.js";
 
 /**
- * A Lua script run atomically on the Redis server with EVALSHA (ioredis loads
- * it on first use). Each script documents its KEYS and ARGV at the top of its
- * source (docs/DESIGN.md principle 4). Declare scripts with {@link redisScript} so
- * that {@link defineRedisScripts} can put every one of them on a connection
- * before it carries traffic.
+ * A Lua script run atomically on the Redis server with EVALSHA, and EVAL
+ * when Redis does not hold it yet (see {@link evalScript}). Each script
+ * documents its KEYS and ARGV at the top of its source (docs/DESIGN.md
+ * principle 4). Declare scripts with {@link redisScript}.
  *
  * Every script not marked `readOnly` is a write and runs under the operation
  * record convention ({@link OP_RECORD_LUA}): it is called with one more KEY
@@ -126,53 +126,55 @@ export function onReplicaShortfall(redis: RedisClient, hook: () => void): void {
   shortfallHooks.set(redis, hook);
 }
 
-/** Every script declared with {@link redisScript}, in declaration order. */
-const declared: RedisScript[] = [];
-
 /**
- * Declares a script (at module load, as a top-level constant) and records it
- * for {@link defineRedisScripts}.
+ * Declares a script (at module load, as a top-level constant, so every
+ * script is a constant with its KEYS/ARGV contract at its top) and makes
+ * its source and SHA-1 once.
  */
 export function redisScript(script: RedisScript): RedisScript {
-  declared.push(script);
+  sourceOf(script);
   return script;
 }
 
-type ScriptRunner = (numberOfKeys: number, ...keysAndArgs: Array<string | Buffer | Uint8Array | number>) => Promise<unknown>;
+/** The source sent for a script (with {@link OP_RECORD_LUA} in front of a recorded write) and its SHA-1 (hex), made once per script. */
+const sources = new WeakMap<RedisScript, { lua: string; sha: string }>();
 
-function define(redis: RedisClient, script: RedisScript): void {
-  const r = redis as unknown as Record<string, ScriptRunner>;
-  if (typeof r[script.name] === "function") return;
-  redis.defineCommand(script.name, { lua: recorded(script) ? OP_RECORD_LUA + script.lua : script.lua });
-  // A cluster client groups auto-pipelined commands by the slot of their first
-  // argument, which for a script is its key count, not a key: scripts for
-  // different nodes would share a pipeline, and it fails whole. Scripts are sent
-  // one by one instead (still without waiting for each other's replies).
-  if (isCluster(redis)) redis.options.autoPipeliningIgnoredCommands!.push(script.name);
+function sourceOf(script: RedisScript): { lua: string; sha: string } {
+  let source = sources.get(script);
+  if (source === undefined) {
+    const lua = recorded(script) ? OP_RECORD_LUA + script.lua : script.lua;
+    sources.set(script, (source = { lua, sha: createHash("sha1").update(lua).digest("hex") }));
+  }
+  return source;
 }
+
+/** True for Redis's answer to EVALSHA of a script it does not hold: nothing ran. */
+function isNoScript(err: unknown): boolean {
+  return err instanceof Error && err.message.startsWith("NOSCRIPT");
+}
+
+type CommandSender = (...args: ScriptArg[]) => Promise<unknown>;
 
 /**
- * Defines every declared script on `redis`. Call it before the connection
- * carries any command: with auto-pipelining, ioredis copies the custom
- * commands into a pending pipeline when it creates it, so a script defined
- * for the first time while a pipeline is pending (another command sent in
- * the same turn, or queued behind a running pipeline) is missing from that
- * pipeline. The call then fails with "pipeline[functionName] is not a
- * function" and the pipeline's replies no longer line up with its callbacks,
- * which throws a TypeError inside ioredis and ends the process.
+ * Runs `script` with `argv` (key count, KEYS, ARGV): EVALSHA by its SHA-1,
+ * then, when Redis answers NOSCRIPT (it restarted, its script cache was
+ * flushed, or a replica was promoted), EVAL with the whole source, which
+ * Redis runs and caches. NOSCRIPT means nothing ran, so the second send
+ * never applies a write twice. `buffers`: bulk-string replies as Buffers.
+ *
+ * Scripts go as the built-in commands rather than as ioredis custom
+ * commands (`defineCommand`): ioredis copies every custom command onto each
+ * auto-pipelined batch it creates, about 20 µs per batch for this project's
+ * scripts (per call at one call in flight), and a custom command defined
+ * while a batch was pending was missing from it, which broke the batch.
  */
-export function defineRedisScripts(redis: RedisClient): void {
-  for (const script of declared) define(redis, script);
-}
-
-function runner(redis: RedisClient, script: RedisScript, buffers: boolean, key: string | undefined): ScriptRunner {
-  const admitted = script.readOnly === true ? undefined : writeGuards.get(redis)?.(key);
-  // Scripts not declared with redisScript (tests) are defined here, on first use.
-  define(redis, script);
-  const r = redis as unknown as Record<string, ScriptRunner>;
-  const name = buffers ? `${script.name}Buffer` : script.name;
-  const run = r[name]!.bind(redis);
-  return admitted === undefined ? run : (...keysAndArgs) => admitted.then(() => run(...keysAndArgs));
+function evalScript(redis: RedisClient, script: RedisScript, buffers: boolean, argv: ScriptArg[]): Promise<unknown> {
+  const { lua, sha } = sourceOf(script);
+  const r = redis as unknown as Record<string, CommandSender>;
+  return r[buffers ? "evalshaBuffer" : "evalsha"]!.call(redis, sha, ...argv).catch((err: unknown) => {
+    if (!isNoScript(err)) throw err;
+    return r[buffers ? "evalBuffer" : "eval"]!.call(redis, lua, ...argv);
+  });
 }
 
 type ScriptArg = string | Buffer | Uint8Array | number;
@@ -187,7 +189,8 @@ function scriptArgs(script: RedisScript, keys: string[], args: ScriptArg[], op: 
 
 function call(redis: RedisClient, script: RedisScript, buffers: boolean, keys: string[], args: ScriptArg[], op: OpRecord | undefined): Promise<unknown> {
   const argv = scriptArgs(script, keys, args, op);
-  return runner(redis, script, buffers, keys[0])(...argv);
+  const admitted = script.readOnly === true ? undefined : writeGuards.get(redis)?.(keys[0]);
+  return admitted === undefined ? evalScript(redis, script, buffers, argv) : admitted.then(() => evalScript(redis, script, buffers, argv));
 }
 
 /**
@@ -215,8 +218,12 @@ export class ReplicaShortfall extends Error {
 
 /** A write waiting to be sent in the next pipeline of its group (see {@link runScriptAndWait}). */
 interface WaitingWrite {
-  command: string;
-  argv: unknown[];
+  script: RedisScript;
+  buffers: boolean;
+  /** Key count, KEYS, ARGV. */
+  argv: ScriptArg[];
+  /** True once Redis answered NOSCRIPT to its EVALSHA: sent again with EVAL and the whole source. */
+  withSource: boolean;
   replicas: number;
   waitMs: number;
   resolve(reply: unknown): void;
@@ -255,14 +262,20 @@ function sendWaitGroup(redis: RedisClient, groups: Map<string, WaitGroup>, name:
   const replicas = Math.max(...writes.map((w) => w.replicas));
   const waitMs = Math.max(1, Math.min(...writes.map((w) => w.waitMs)));
   const pipeline = redis.pipeline() as unknown as Record<string, (...a: unknown[]) => unknown> & ReturnType<RedisClient["pipeline"]>;
-  for (const w of writes) pipeline[w.command]!(...w.argv);
+  for (const w of writes) {
+    const { lua, sha } = sourceOf(w.script);
+    const command = `${w.withSource ? "eval" : "evalsha"}${w.buffers ? "Buffer" : ""}`;
+    pipeline[command]!(w.withSource ? lua : sha, ...w.argv);
+  }
   pipeline.wait(replicas, waitMs);
   const settle = (results: Array<[Error | null, unknown]> | null, failure?: unknown) => {
     const [waitError, acknowledged] = results?.at(-1) ?? [failure ?? new Error("no answer to the pipeline"), 0];
     if (!waitError && writes.some((w) => (acknowledged as number) < w.replicas)) shortfallHooks.get(redis)?.();
     writes.forEach((w, i) => {
       const [error, reply] = results?.[i] ?? [failure, undefined];
-      if (error) w.reject(error);
+      // Nothing of it ran: it goes again, with its source, in the next pipeline.
+      if (isNoScript(error) && !w.withSource) group.queued.push({ ...w, withSource: true });
+      else if (error) w.reject(error);
       else if (waitError) w.reject(waitError);
       else if ((acknowledged as number) < w.replicas) w.reject(new ReplicaShortfall(acknowledged as number, w.replicas, waitMs));
       else w.resolve(reply);
@@ -295,13 +308,12 @@ export async function runScriptAndWait(redis: RedisClient, script: RedisScript, 
   const argv = scriptArgs(script, keys, args, op);
   const admitted = writeGuards.get(redis)?.(keys[0]);
   if (admitted !== undefined) await admitted;
-  define(redis, script);
   let groups = waitGroups.get(redis);
   if (groups === undefined) waitGroups.set(redis, (groups = new Map()));
   const name = nodeGroupOf(redis, keys[0]);
   let group = groups.get(name);
   if (group === undefined) groups.set(name, (group = { queued: [], inFlight: false }));
-  const reply = new Promise<unknown>((resolve, reject) => group.queued.push({ command: buffers ? `${script.name}Buffer` : script.name, argv, replicas, waitMs, resolve, reject }));
+  const reply = new Promise<unknown>((resolve, reject) => group.queued.push({ script, buffers, argv, withSource: false, replicas, waitMs, resolve, reject }));
   if (!group.inFlight && group.queued.length === 1) {
     // The first write of an idle group waits one turn for others of the same turn.
     setImmediate(() => {
