@@ -18,6 +18,8 @@ export interface AdmissionOptions {
   budget: InflightBudget;
   /** Largest message accepted, in bytes (a compressed request is checked to decompress to at most this). */
   maxMessageBytes: number;
+  /** Milliseconds a request message admitted to the budget may receive no bytes before its call ends UNAVAILABLE (`--request-idle-timeout`; see GrpcRequestWatch). */
+  requestIdleMs: number;
 }
 
 const HEALTH_PATH = `/${Health.typeName}/`;
@@ -70,7 +72,11 @@ export function grpcAdmission(options: AdmissionOptions): grpc.ServerInterceptor
             const unauthenticated = health ? undefined : authRefusal(options, metadata.get("authorization")[0] as string | undefined);
             if (unauthenticated !== undefined) return refuse(unauthenticated);
             const encoding = incomingEncoding ?? "identity";
-            if (stream !== undefined) watch = new GrpcRequestWatch(stream, health ? undefined : options.budget, encoding, health ? HEALTH_REQUEST_BYTES : options.maxMessageBytes, refuse);
+            if (stream !== undefined) watch = new GrpcRequestWatch(
+                stream,
+                { budget: health ? undefined : options.budget, encoding, maxMessageBytes: health ? HEALTH_REQUEST_BYTES : options.maxMessageBytes, idleMs: options.requestIdleMs },
+                refuse,
+              );
             admit(metadata);
           },
           onReceiveHalfClose: (next) => {

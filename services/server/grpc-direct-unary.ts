@@ -208,7 +208,11 @@ export class DirectUnaryCall {
     if (unauthenticated !== undefined) return this.fail(unauthenticated);
     const timeout = this.headers["grpc-timeout"] as string | undefined;
     if (timeout !== undefined) this.startDeadline(timeout);
-    const watch = new GrpcRequestWatch(stream, this.admission.budget, "identity", this.admission.maxMessageBytes, this.fail);
+    const watch = new GrpcRequestWatch(
+      stream,
+      { budget: this.admission.budget, encoding: "identity", maxMessageBytes: this.admission.maxMessageBytes, idleMs: this.admission.requestIdleMs },
+      this.fail,
+    );
     const joiner: JoinerState = { maxReadMessageLength: this.admission.maxMessageBytes };
     stream.on("data", (chunk: Buffer) => {
       if (this.answered) return;

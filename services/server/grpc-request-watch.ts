@@ -12,6 +12,22 @@ const DECOMPRESS: Record<string, (data: Buffer, options: { maxOutputLength: numb
 
 const refusal = (problem: string) => new ConnectError(`request: ${problem}`, Code.InvalidArgument);
 
+/** How one call's request is watched (see {@link GrpcRequestWatch}). */
+export interface RequestWatchSettings {
+  /**
+   * The in-flight budget, or undefined for a call that must be answered even
+   * when it is full (health, admission.ts), whose messages are then not
+   * charged and must be small (`maxMessageBytes`).
+   */
+  budget: InflightBudget | undefined;
+  /** The call's `grpc-encoding` (`identity` when absent). */
+  encoding: string;
+  /** Largest message accepted, decompressed, in bytes. */
+  maxMessageBytes: number;
+  /** Milliseconds a message admitted to the budget may receive no bytes before the call is refused UNAVAILABLE (`--request-idle-timeout`). */
+  idleMs: number;
+}
+
 /**
  * Watches the body of one gRPC call on the HTTP/2 `stream` as it arrives,
  * before grpc-js reads it (issue 10 deliverables 1 and 3; wire-contract.md
@@ -39,18 +55,23 @@ const refusal = (problem: string) => new ConnectError(`request: ${problem}`, Cod
  *   fresh-eyes run: a small Load followed by a 65 MiB second message held
  *   that memory outside the budget until the message was whole);
  * - {@link trailing} tells whether bytes (less than a prefix) followed the
- *   one message (grpc-js drops a cut-short second message silently).
+ *   one message (grpc-js drops a cut-short second message silently);
+ * - a message admitted to the budget whose bytes stop arriving before it is
+ *   whole, for `idleMs`, is refused UNAVAILABLE (nothing was stored; a retry
+ *   is safe): without this, a client that announced 64 MiB and then sent
+ *   nothing held that share of the budget until it reset the stream or its
+ *   deadline passed, which a call without a deadline never does, and
+ *   large calls of every other client waited for room (issue 11, a
+ *   fresh-eyes run). Time spent paused while the budget has no room does
+ *   not count.
  *
  * Refusals go through `refuse` (once: the first refusal ends the call),
  * and grpc-js discards what still arrives. It reads the HTTP/2 stream grpc-js keeps on its base call
  * (an internal of grpc-js 1.14, pinned in package.json; the budget tests in
  * test/transport/inflight-budget.test.ts fail if it moves).
  *
- * @param budget the in-flight budget, or undefined for a call that must be
- *   answered even when it is full (health, admission.ts), whose messages are
- *   then not charged and must be small (`maxMessageBytes`).
- * @param encoding the call's `grpc-encoding` (`identity` when absent).
- * @param maxMessageBytes largest message accepted, decompressed, in bytes.
+ * @param settings see {@link RequestWatchSettings}.
+ * @param refuse ends the call with the refusal's status and message.
  */
 export class GrpcRequestWatch {
   private prefix: Buffer = Buffer.alloc(0);
@@ -64,23 +85,30 @@ export class GrpcRequestWatch {
   /** Set once the call was refused: it is refused once. */
   private refused = false;
   private readonly refuse: (err: ConnectError) => void;
+  private readonly budget: InflightBudget | undefined;
+  private readonly encoding: string;
+  private readonly maxMessageBytes: number;
+  private readonly idleMs: number;
+  /** Armed while an admitted message is not whole: fires when no bytes arrived for {@link idleMs}. */
+  private idleTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
-    private readonly budget: InflightBudget | undefined,
-    private readonly encoding: string,
-    private readonly maxMessageBytes: number,
+    settings: RequestWatchSettings,
     refuse: (err: ConnectError) => void,
   ) {
+    ({ budget: this.budget, encoding: this.encoding, maxMessageBytes: this.maxMessageBytes, idleMs: this.idleMs } = settings);
     this.refuse = (err) => {
       if (this.refused) return;
       this.refused = true;
+      clearTimeout(this.idleTimer);
       refuse(err);
     };
     stream.prependListener("data", this.onData);
     stream.once("close", () => {
       stream.off("data", this.onData);
-      if (this.taken > 0) budget?.release(this.taken);
+      clearTimeout(this.idleTimer);
+      if (this.taken > 0) this.budget?.release(this.taken);
     });
   }
 
@@ -99,7 +127,33 @@ export class GrpcRequestWatch {
     if (declared !== undefined && this.received >= 2 * GRPC_PREFIX_BYTES + declared) {
       this.refuse(new ConnectError(SECOND_MESSAGE, Code.InvalidArgument));
     }
+    if (this.idleTimer !== undefined) {
+      if (this.messageWhole()) {
+        clearTimeout(this.idleTimer);
+        this.idleTimer = undefined;
+      } else this.idleTimer.refresh();
+    }
   };
+
+  /** True once the one message has arrived whole. */
+  private messageWhole(): boolean {
+    return this.declared !== undefined && this.received >= GRPC_PREFIX_BYTES + this.declared;
+  }
+
+  /** Starts counting idle time for an admitted message that is not whole yet (see the class comment). */
+  private watchIdle(): void {
+    if (this.refused || this.messageWhole()) return;
+    this.idleTimer = setTimeout(() => {
+      const whole = GRPC_PREFIX_BYTES + this.declared!;
+      this.refuse(
+        new ConnectError(
+          `request: no bytes of the request message arrived for ${this.idleMs} ms (${this.received} of ${whole} bytes received; --request-idle-timeout); nothing was stored`,
+          Code.Unavailable,
+        ),
+      );
+    }, this.idleMs);
+    this.idleTimer.unref();
+  }
 
   /** Reads the message prefix from `chunk` (whose bytes count in {@link received} already), and takes the message's bytes from the budget once it is whole. */
   private readPrefix(chunk: Buffer): void {
@@ -148,6 +202,7 @@ export class GrpcRequestWatch {
     if (budget === undefined) return;
     if (budget.tryTake(bytes)) {
       this.taken = bytes;
+      this.watchIdle();
       return;
     }
     this.stream.pause();
@@ -157,6 +212,7 @@ export class GrpcRequestWatch {
         else {
           this.taken = bytes;
           this.stream.resume();
+          this.watchIdle();
         }
       },
       this.refuse,

@@ -127,6 +127,7 @@ interface ServeFlags extends StoreFlags {
   redisDurability: "strict" | "relaxed";
   redisWaitReplicas: number;
   shutdownGrace: number;
+  requestIdleTimeout: number;
   storeTimeout: number;
   keepaliveTime: number;
   keepaliveTimeout: number;
@@ -168,6 +169,7 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
     backend: { ...store, storeTimeoutMs: f.storeTimeout, redis: { ...store.redis, durability: f.redisDurability, waitReplicas: f.redisWaitReplicas } },
     settings: { leaseTtlMs: f.leaseTtl, maxFollowers: f.maxFollowers, followBuffer: f.followBuffer, followStallMs: f.followStall, followPollIntervalMs: f.followPollInterval },
     shutdownGraceMs: f.shutdownGrace,
+    requestIdleTimeoutMs: f.requestIdleTimeout,
     connections: {
       keepaliveTimeMs: f.keepaliveTime,
       keepaliveTimeoutMs: f.keepaliveTimeout,
@@ -286,6 +288,14 @@ export function serveCommand(): Command {
       )
         .default(defaultMaxInflightBytes(), `a quarter of the memory available (cgroup limit or RAM), and at least ${MIN_DEFAULT_INFLIGHT_BYTES} bytes, one maximum-size call counted 3 times`)
         .argParser(parseInflightBudget),
+    )
+    .addOption(
+      new Option(
+        "--request-idle-timeout <duration>",
+        "how long a request message that has begun to arrive, and holds its share of --max-inflight-bytes, may receive no bytes before its call ends UNAVAILABLE (nothing stored)",
+      )
+        .default(30_000, "30s")
+        .argParser(parseDuration),
     )
     .addOption(new Option("--shutdown-grace <duration>", "time unary calls get to finish after SIGTERM").default(10_000, "10s").argParser(parseDuration))
     .addOption(new Option("--log-level <level>", "log level").choices(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"))

@@ -66,6 +66,8 @@ export interface ServerOptions {
   connections: ConnectionLimits;
   /** Budget for request and answer bytes in flight, in bytes (`--max-inflight-bytes`). */
   maxInflightBytes: number;
+  /** Milliseconds an admitted request message may receive no bytes before its call ends UNAVAILABLE (`--request-idle-timeout`). */
+  requestIdleTimeoutMs: number;
   logLevel: string;
 }
 
@@ -274,7 +276,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const tracing = tracingWanted === undefined ? undefined : await startTracing(tracingWanted, logger);
   const metrics = new Metrics();
   const budget = new InflightBudget(options.maxInflightBytes, INFLIGHT_WAIT_MS, metrics.inflightBytes, { afterBytes: TRIM_AFTER_BYTES, trimmer: memoryTrimmer() });
-  const admission: AdmissionOptions = { auth, budget, maxMessageBytes: MAX_MESSAGE_BYTES };
+  const admission: AdmissionOptions = { auth, budget, maxMessageBytes: MAX_MESSAGE_BYTES, requestIdleMs: options.requestIdleTimeoutMs };
   const openStreams = new OpenStreams();
   joinGrpcMessagesOnArrival();
   sendFramedAnswersAsIs();

@@ -250,3 +250,55 @@ describe("health answers beside a full budget, and its requests are limited to 4
     await waitFor(async () => (await metricValue(server.metricsAddress!, "mecatl_drivers_inflight_bytes")) === 0, 10_000, "the budget to be given back");
   });
 });
+
+describe("a request message that stops arriving (--request-idle-timeout 1s, --max-inflight-bytes 48MB)", () => {
+  let server: ServerProcess;
+  let h2: ClientHttp2Session;
+  beforeAll(async () => {
+    server = await startServer(["session-store", "--store", "sqlite::memory:", "--max-inflight-bytes", "48MB", "--request-idle-timeout", "1s", "--metrics-listen", "127.0.0.1:0"]);
+    h2 = connect(`http://${server.address}`);
+  });
+  afterAll(async () => {
+    h2?.close();
+    await server?.stop();
+  });
+  const inflight = () => metricValue(server.metricsAddress!, "mecatl_drivers_inflight_bytes");
+
+  test("ends UNAVAILABLE once no bytes came for 1 s, its stream reset and its budget given back, on the direct path and on grpc-js's; nothing is stored", async () => {
+    for (const headers of [{}, { "grpc-encoding": "gzip" }]) {
+      const started = Date.now();
+      const answer = await unfinishedSave(h2, 12 * MiB, headers);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+      expect(answer).toEqual({
+        status: String(Code.Unavailable),
+        message: `request: no bytes of the request message arrived for 1000 ms (${5 + 64 * 1024} of ${5 + 12 * MiB} bytes received; --request-idle-timeout); nothing was stored`,
+        rstCode: 0,
+      });
+      await waitFor(async () => (await inflight()) === 0, 5_000, "the budget to be given back");
+    }
+    // The whole budget is free again: a Save of 12 MiB (36 MiB charged of 48 MB) fits.
+    const client = grpcClient(SessionStoreService, server.address);
+    await client.save({ sessionId: "after-idle", snapshot: snapshot(12 * MiB) });
+    expect((await client.load({ sessionId: "after-idle" })).snapshot?.payload.length).toBe(12 * MiB);
+  });
+
+  test("a message whose bytes keep coming, if slowly, is not cut off: 2 MiB in pieces 400 ms apart over 3 s is stored", async () => {
+    const message = toBinary(SaveRequestSchema, create(SaveRequestSchema, { sessionId: "trickled", snapshot: snapshot(2 * MiB) }));
+    const body = grpcFramed(message);
+    const stream = startCall(h2, `/${SessionStoreService.typeName}/Save`, body.subarray(0, 64 * 1024));
+    const answer = answerOf(stream);
+    const trailers = new Promise<string>((resolve) => stream.on("trailers", (t) => resolve(String(t["grpc-status"]))));
+    stream.resume();
+    const pieces = 8;
+    const step = Math.ceil((body.length - 64 * 1024) / pieces);
+    for (let i = 0; i < pieces; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      stream.write(body.subarray(64 * 1024 + i * step, 64 * 1024 + (i + 1) * step));
+    }
+    stream.end();
+    expect((await answer).split(" ")[0]).not.toBe(String(Code.Unavailable));
+    expect(await trailers).toBe("0");
+    const client = grpcClient(SessionStoreService, server.address);
+    expect((await client.load({ sessionId: "trickled" })).snapshot?.payload.length).toBe(2 * MiB);
+  });
+});
