@@ -20,6 +20,25 @@ const MiB = 1024 * 1024;
 const snapshot = (bytes: number) => ({ format: "sessnap-json/1", payload: Buffer.alloc(bytes, 0x61) });
 
 /**
+ * Registers hooks that start `session-store` on an in-memory SQLite store
+ * with metrics and `flags`, and open an HTTP/2 session to it; `use` gets
+ * both once they are up. Stopped and closed after the block.
+ */
+function serveOverH2(flags: string[], use: (server: ServerProcess, h2: ClientHttp2Session) => void): void {
+  let server: ServerProcess | undefined;
+  let h2: ClientHttp2Session | undefined;
+  beforeAll(async () => {
+    server = await startServer(["session-store", "--store", "sqlite::memory:", "--metrics-listen", "127.0.0.1:0", ...flags]);
+    h2 = connect(`http://${server.address}`);
+    use(server, h2);
+  });
+  afterAll(async () => {
+    h2?.close();
+    await server?.stop();
+  });
+}
+
+/**
  * Issue 10 deliverable 3: request and answer bytes in flight share one
  * budget (--max-inflight-bytes); calls beyond it wait briefly, then get
  * RESOURCE_EXHAUSTED. A request's bytes count from its length prefix, before
@@ -31,13 +50,9 @@ describe("the memory budget for bytes in flight (--max-inflight-bytes 48MB)", ()
   let server: ServerProcess;
   let h2: ClientHttp2Session;
   const inflight = () => metricValue(server.metricsAddress!, "mecatl_drivers_inflight_bytes");
-  beforeAll(async () => {
-    server = await startServer(["session-store", "--store", "sqlite::memory:", "--max-inflight-bytes", "48MB", "--metrics-listen", "127.0.0.1:0", "--connect-listen", "127.0.0.1:0"]);
-    h2 = connect(`http://${server.address}`);
-  });
-  afterAll(async () => {
-    h2?.close();
-    await server?.stop();
+  serveOverH2(["--max-inflight-bytes", "48MB", "--connect-listen", "127.0.0.1:0"], (s, h) => {
+    server = s;
+    h2 = h;
   });
 
   /** Starts a Save whose length prefix announces `bytes` and sends only the first kilobyte of it. */
@@ -131,13 +146,9 @@ describe(`the default budget's floor (--max-inflight-bytes ${MIN_DEFAULT_INFLIGH
 describe("a request over the message limit on a connection kept open (--max-inflight-bytes 450MB)", () => {
   let server: ServerProcess;
   let h2: ClientHttp2Session;
-  beforeAll(async () => {
-    server = await startServer(["session-store", "--store", "sqlite::memory:", "--max-inflight-bytes", "450MB", "--metrics-listen", "127.0.0.1:0"]);
-    h2 = connect(`http://${server.address}`);
-  });
-  afterAll(async () => {
-    h2?.close();
-    await server?.stop();
+  serveOverH2(["--max-inflight-bytes", "450MB"], (s, h) => {
+    server = s;
+    h2 = h;
   });
 
   test("is refused RESOURCE_EXHAUSTED and its stream reset NO_ERROR, as is one whose deadline passes mid-body; their budget is given back and a large Save then fits", async () => {
@@ -177,13 +188,9 @@ function addressSpace(server: ServerProcess): number {
 describe("a request's memory is reserved only once the budget holds it (--max-inflight-bytes 6GB)", () => {
   let server: ServerProcess;
   let h2: ClientHttp2Session;
-  beforeAll(async () => {
-    server = await startServer(["session-store", "--store", "sqlite::memory:", "--max-inflight-bytes", "6GB", "--metrics-listen", "127.0.0.1:0"]);
-    h2 = connect(`http://${server.address}`);
-  });
-  afterAll(async () => {
-    h2?.close();
-    await server?.stop();
+  serveOverH2(["--max-inflight-bytes", "6GB"], (s, h) => {
+    server = s;
+    h2 = h;
   });
 
   test("40 Saves that announce 40 MiB and send 1 KiB of it reserve no 40 MiB each, nor do 20 second messages of 40 MiB, on the direct path and on grpc-js's", async () => {
@@ -213,13 +220,9 @@ describe("a request's memory is reserved only once the budget holds it (--max-in
 describe("health answers beside a full budget, and its requests are limited to 4 KiB instead (--max-inflight-bytes 48MB)", () => {
   let server: ServerProcess;
   let h2: ClientHttp2Session;
-  beforeAll(async () => {
-    server = await startServer(["session-store", "--store", "sqlite::memory:", "--max-inflight-bytes", "48MB", "--metrics-listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0"]);
-    h2 = connect(`http://${server.address}`);
-  });
-  afterAll(async () => {
-    h2?.close();
-    await server?.stop();
+  serveOverH2(["--max-inflight-bytes", "48MB", "--health-listen", "127.0.0.1:0"], (s, h) => {
+    server = s;
+    h2 = h;
   });
 
   /** Starts a health Check on `session` whose prefix announces `declared` bytes, sends `sent` of them, and resolves to its grpc-status and grpc-message. */
@@ -254,13 +257,9 @@ describe("health answers beside a full budget, and its requests are limited to 4
 describe("a request message that stops arriving (--request-idle-timeout 1s, --max-inflight-bytes 48MB)", () => {
   let server: ServerProcess;
   let h2: ClientHttp2Session;
-  beforeAll(async () => {
-    server = await startServer(["session-store", "--store", "sqlite::memory:", "--max-inflight-bytes", "48MB", "--request-idle-timeout", "1s", "--metrics-listen", "127.0.0.1:0"]);
-    h2 = connect(`http://${server.address}`);
-  });
-  afterAll(async () => {
-    h2?.close();
-    await server?.stop();
+  serveOverH2(["--max-inflight-bytes", "48MB", "--request-idle-timeout", "1s"], (s, h) => {
+    server = s;
+    h2 = h;
   });
   const inflight = () => metricValue(server.metricsAddress!, "mecatl_drivers_inflight_bytes");
 
