@@ -4,6 +4,7 @@ import { ConnectError, createConnectRouter } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { connectAdmission, endWithError, type AdmissionOptions } from "./admission.js";
 import { checkedRequest } from "./connect-request-check.js";
+import { idleBoundedBody } from "./idle-bounded-body.js";
 import type { MountedService } from "./service-registry.js";
 
 type AnyRequest = IncomingMessage | Http2ServerRequest;
@@ -17,7 +18,9 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
  * in-flight budget (connect-call-bytes.ts), so bytes of unknown length and
  * answers are counted as on the gRPC listener, and checked
  * (connect-request-check.ts) so that bytes that are no valid message are
- * INVALID_ARGUMENT naming the field, as on the gRPC listener. An answer refused by the
+ * INVALID_ARGUMENT naming the field, as on the gRPC listener; a body whose
+ * bytes stop coming for `--request-idle-timeout` ends UNAVAILABLE
+ * (idle-bounded-body.ts). An answer refused by the
  * budget, or any failure after the handler ran, ends the call in its
  * protocol ({@link endWithError}). An unknown path is HTTP 404.
  *
@@ -35,7 +38,8 @@ export function connectHandler(mounted: readonly MountedService[], admission: Ad
       return;
     }
     const request = universalRequestFromNodeRequest(req, res, undefined, undefined);
-    const body = checkedRequest(bytes.chargedRequest(request.body as AsyncIterable<Uint8Array>), request.header, handler.method.input, maxMessageBytes);
+    const arriving = idleBoundedBody(request.body as AsyncIterable<Uint8Array>, admission.requestIdleMs);
+    const body = checkedRequest(bytes.chargedRequest(arriving), request.header, handler.method.input, maxMessageBytes);
     handler({ ...request, body })
       .then((answer) => universalResponseToNodeResponse({ ...answer, body: answer.body && bytes.chargedAnswer(answer.body) }, res))
       .catch((err: unknown) => endWithError(req, res, ConnectError.from(err)));

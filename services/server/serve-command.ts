@@ -292,7 +292,7 @@ export function serveCommand(): Command {
     .addOption(
       new Option(
         "--request-idle-timeout <duration>",
-        "how long a request message that has begun to arrive, and holds its share of --max-inflight-bytes, may receive no bytes before its call ends UNAVAILABLE (nothing stored)",
+        "how long a request that has begun to arrive, holding its share of --max-inflight-bytes, may receive no bytes before its call ends UNAVAILABLE (nothing stored; gRPC and Connect listeners)",
       )
         .default(30_000, "30s")
         .argParser(parseDuration),

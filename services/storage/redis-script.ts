@@ -15,7 +15,7 @@ import { keySlot } from "./redis-layout.js";
  * `idempotent`, which is safe to repeat as it is and takes no record.
  */
 export interface RedisScript {
-  /** Command name registered on the client, unique per script. */
+  /** The script's name, unique per script: it begins the error replies the script raises, and names it in errors of this module. */
   readonly name: string;
   /** The script's own code; write scripts get {@link OP_RECORD_LUA} in front of it. */
   readonly lua: string;

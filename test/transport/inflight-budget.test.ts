@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { readFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { connect, type ClientHttp2Session } from "node:http2";
+import { request } from "node:http";
 import { Code } from "@connectrpc/connect";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { SaveRequestSchema, SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
@@ -257,7 +258,7 @@ describe("health answers beside a full budget, and its requests are limited to 4
 describe("a request message that stops arriving (--request-idle-timeout 1s, --max-inflight-bytes 48MB)", () => {
   let server: ServerProcess;
   let h2: ClientHttp2Session;
-  serveOverH2(["--max-inflight-bytes", "48MB", "--request-idle-timeout", "1s"], (s, h) => {
+  serveOverH2(["--max-inflight-bytes", "48MB", "--request-idle-timeout", "1s", "--connect-listen", "127.0.0.1:0"], (s, h) => {
     server = s;
     h2 = h;
   });
@@ -279,6 +280,28 @@ describe("a request message that stops arriving (--request-idle-timeout 1s, --ma
     const client = grpcClient(SessionStoreService, server.address);
     await client.save({ sessionId: "after-idle", snapshot: snapshot(12 * MiB) });
     expect((await client.load({ sessionId: "after-idle" })).snapshot?.payload.length).toBe(12 * MiB);
+  });
+
+  test("on the Connect listener too: a body that stops coming ends unavailable after 1 s, and its budget is given back", async () => {
+    const started = Date.now();
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const path = `/${SessionStoreService.typeName}/Save`;
+      const req = request(`http://${server.connectAddress}${path}`, { method: "POST", headers: { "content-type": "application/proto", "content-length": String(12 * MiB) } }, (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => (text += c));
+        res.on("end", () => resolve({ status: res.statusCode!, body: text }));
+      });
+      req.on("error", reject);
+      req.write(Buffer.alloc(64 * 1024));
+    });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    expect(answer.status).toBe(503);
+    expect(JSON.parse(answer.body)).toMatchObject({
+      code: "unavailable",
+      message: `request: no bytes of the request body arrived for 1000 ms (${64 * 1024} bytes received; --request-idle-timeout); nothing was stored`,
+    });
+    await waitFor(async () => (await inflight()) === 0, 5_000, "the budget to be given back");
   });
 
   test("a message whose bytes keep coming, if slowly, is not cut off: 2 MiB in pieces 400 ms apart over 3 s is stored", async () => {

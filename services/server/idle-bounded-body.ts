@@ -1,0 +1,39 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+
+/**
+ * `body` (a request body as it arrives, chunk by chunk) with a bound on
+ * the time the next chunk may take once asked for: when neither a chunk
+ * nor the end comes within `idleMs` milliseconds, the iteration throws, so
+ * the call ends and gives back its share of the in-flight budget. The
+ * Connect listener's counterpart of the gRPC listener's idle rule
+ * (grpc-request-watch.ts, `--request-idle-timeout`); time the reader spends
+ * elsewhere between two asks (waiting for room in the budget) does not
+ * count.
+ *
+ * @throws ConnectError UNAVAILABLE naming `--request-idle-timeout` and the
+ *   bytes received (nothing was stored: the request never arrived whole);
+ *   whatever `body` throws.
+ */
+export async function* idleBoundedBody(body: AsyncIterable<Uint8Array>, idleMs: number): AsyncIterable<Uint8Array> {
+  const chunks = body[Symbol.asyncIterator]();
+  let received = 0;
+  for (;;) {
+    let timer: NodeJS.Timeout | undefined;
+    const idle = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new ConnectError(`request: no bytes of the request body arrived for ${idleMs} ms (${received} bytes received; --request-idle-timeout); nothing was stored`, Code.Unavailable)),
+        idleMs,
+      );
+    });
+    let next: IteratorResult<Uint8Array>;
+    try {
+      // The body's pending read, if the timer wins, settles once the stream is reset; the race has handled it.
+      next = await Promise.race([chunks.next(), idle]);
+    } finally {
+      clearTimeout(timer);
+    }
+    if (next.done === true) return;
+    received += next.value.length;
+    yield next.value;
+  }
+}
