@@ -45,9 +45,12 @@ const PASSING_REPLY: Array<[RegExp, string]> = [
  * without running it: the offline queue is off and the connection is not
  * ready; the cluster client is not ready (no offline queue either); or the
  * cluster client gave up following redirections (MOVED, ASK, TRYAGAIN and
- * CLUSTERDOWN all mean the command was not run), e.g. while a slot migrates.
+ * CLUSTERDOWN all mean the command was not run), e.g. while a slot migrates;
+ * or a cluster client (the bulk reader's, redis-bulk-reader.ts, opened on
+ * first use) could not connect to any node, or not learn the slot map, as
+ * while a primary is being replaced.
  */
-const NOT_SENT = /^Stream isn't writeable|^Cluster isn't ready|^Too many Cluster redirections/;
+const NOT_SENT = /^Stream isn't writeable|^Cluster isn't ready|^Too many Cluster redirections|^None of startup nodes is available|^Failed to refresh slots cache/;
 
 /**
  * ioredis's messages for a command that may have been written before the
@@ -113,6 +116,7 @@ export function classifyRedisError(err: unknown): RedisErrorClass {
   if (!(err instanceof Error)) return { kind: "bug" };
   const message = err.message;
   if (err.name === "ReplyError") {
+    if (/^EXECABORT\b/.test(message)) return execAborted(err);
     for (const [pattern, cause] of PASSING_REPLY) if (pattern.test(message)) return { kind: "retry", sent: false, cause };
     return REFUSAL_REPLY.find(([pattern]) => pattern.test(message))?.[2](err) ?? { kind: "bug" };
   }
@@ -124,6 +128,19 @@ export function classifyRedisError(err: unknown): RedisErrorClass {
   if (NOT_SENT.test(message)) return { kind: "retry", sent: false, cause: "not connected" };
   if (MAYBE_SENT.test(message)) return { kind: "retry", sent: true, cause: "connection lost" };
   return { kind: "bug" };
+}
+
+/**
+ * A MULTI that Redis discarded at EXEC (`EXECABORT`) because a command
+ * queued in it was refused: none of it ran. ioredis puts the refusals on
+ * the error (`previousErrors`); the first decides, as if it were the
+ * attempt's own error (say CLUSTERDOWN or MOVED while a primary is
+ * replaced: a retry, nothing sent). Anything else is a bug.
+ */
+function execAborted(err: Error): RedisErrorClass {
+  const first = (err as Error & { previousErrors?: unknown[] }).previousErrors?.[0];
+  const c = first === undefined ? undefined : classifyRedisError(first);
+  return c?.kind === "retry" ? { kind: "retry", sent: false, cause: c.cause } : { kind: "bug" };
 }
 
 /**

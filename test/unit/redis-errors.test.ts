@@ -6,6 +6,13 @@ import { SlotUnserved } from "../../services/storage/redis-cluster-durability.js
 
 const reply = (message: string) => new ReplyError(message);
 
+/** The error ioredis rejects a MULTI with when Redis discarded it at EXEC: EXECABORT, with the queued commands' refusals as `previousErrors`. */
+function execAbort(...previousErrors: Error[]): Error {
+  const err = reply("EXECABORT Transaction discarded because of previous errors.");
+  if (previousErrors.length > 0) Object.assign(err, { previousErrors });
+  return err;
+}
+
 describe("what a failed Redis attempt means on a cluster (issue 13)", () => {
   test.each([
     ["TRYAGAIN (a write's keys split by a migrating slot)", reply("TRYAGAIN Multiple keys request during rehashing of slot"), { kind: "retry", sent: false }],
@@ -17,6 +24,12 @@ describe("what a failed Redis attempt means on a cluster (issue 13)", () => {
     ["redirections given up after a lost connection (the last attempt may have run)", new Error("Too many Cluster redirections. Last error: Error: Connection is closed."), { kind: "retry", sent: true }],
     ["fewer replicas than --redis-wait-replicas (applied on the primary)", new ReplicaShortfall(0, 1, 800), { kind: "retry", sent: true }],
     ["a slot without a connected primary (refused before sending)", new SlotUnserved("no primary serves slot 7"), { kind: "retry", sent: false }],
+    ["a MULTI discarded because a queued command met CLUSTERDOWN (none of it ran)", execAbort(reply("CLUSTERDOWN The cluster is down")), { kind: "retry", sent: false }],
+    ["a MULTI discarded because a queued command was MOVED", execAbort(reply("MOVED 3999 127.0.0.1:20001")), { kind: "retry", sent: false }],
+    ["a MULTI discarded for a reason that is a bug", execAbort(reply("ERR wrong number of arguments for 'lrange' command")), { kind: "bug" }],
+    ["a MULTI discarded without the refusal ioredis keeps", execAbort(), { kind: "bug" }],
+    ["a cluster client that could reach no node (the bulk reader opening mid-failover)", new Error("None of startup nodes is available"), { kind: "retry", sent: false }],
+    ["a cluster client that could not learn the slot map", new Error("Failed to refresh slots cache."), { kind: "retry", sent: false }],
   ])("%s", (_label, err, expected) => {
     expect(classifyRedisError(err)).toMatchObject(expected);
   });
