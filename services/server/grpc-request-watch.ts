@@ -3,6 +3,7 @@ import { gunzipSync, inflateSync } from "node:zlib";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { InflightBudget } from "./inflight-budget.js";
 import { SECOND_MESSAGE } from "./grpc-framing-status.js";
+import { requestIdleRefusal } from "./idle-bounded-body.js";
 
 /** Bytes of the gRPC message prefix: a flag byte and a 4-byte big-endian length (charged with the request). */
 export const GRPC_PREFIX_BYTES = 5;
@@ -85,19 +86,14 @@ export class GrpcRequestWatch {
   /** Set once the call was refused: it is refused once. */
   private refused = false;
   private readonly refuse: (err: ConnectError) => void;
-  private readonly budget: InflightBudget | undefined;
-  private readonly encoding: string;
-  private readonly maxMessageBytes: number;
-  private readonly idleMs: number;
-  /** Armed while an admitted message is not whole: fires when no bytes arrived for {@link idleMs}. */
+  /** Armed while an admitted message is not whole: fires when no bytes arrived for `settings.idleMs`. */
   private idleTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
-    settings: RequestWatchSettings,
+    private readonly settings: RequestWatchSettings,
     refuse: (err: ConnectError) => void,
   ) {
-    ({ budget: this.budget, encoding: this.encoding, maxMessageBytes: this.maxMessageBytes, idleMs: this.idleMs } = settings);
     this.refuse = (err) => {
       if (this.refused) return;
       this.refused = true;
@@ -108,7 +104,7 @@ export class GrpcRequestWatch {
     stream.once("close", () => {
       stream.off("data", this.onData);
       clearTimeout(this.idleTimer);
-      if (this.taken > 0) this.budget?.release(this.taken);
+      if (this.taken > 0) settings.budget?.release(this.taken);
     });
   }
 
@@ -143,15 +139,8 @@ export class GrpcRequestWatch {
   /** Starts counting idle time for an admitted message that is not whole yet (see the class comment). */
   private watchIdle(): void {
     if (this.refused || this.messageWhole()) return;
-    this.idleTimer = setTimeout(() => {
-      const whole = GRPC_PREFIX_BYTES + this.declared!;
-      this.refuse(
-        new ConnectError(
-          `request: no bytes of the request message arrived for ${this.idleMs} ms (${this.received} of ${whole} bytes received; --request-idle-timeout); nothing was stored`,
-          Code.Unavailable,
-        ),
-      );
-    }, this.idleMs);
+    const { idleMs } = this.settings;
+    this.idleTimer = setTimeout(() => this.refuse(requestIdleRefusal(idleMs, "message", `${this.received} of ${GRPC_PREFIX_BYTES + this.declared!} bytes`)), idleMs);
     this.idleTimer.unref();
   }
 
@@ -163,14 +152,14 @@ export class GrpcRequestWatch {
     const flags = this.prefix[0]!;
     this.declared = this.prefix.readUInt32BE(1);
     if (flags > 1) return this.refuse(refusal(`the message prefix's flags are 0x${flags.toString(16).padStart(2, "0")}; only 0 (plain) and 1 (compressed) exist`));
-    if (flags === 1 && this.encoding === "identity") {
+    if (flags === 1 && this.settings.encoding === "identity") {
       return this.refuse(refusal("the message is marked compressed, but the call names no compression (grpc-encoding)"));
     }
-    if (this.declared > this.maxMessageBytes) {
-      return this.refuse(new ConnectError(`Received message larger than max (${this.declared} vs ${this.maxMessageBytes})`, Code.ResourceExhausted));
+    if (this.declared > this.settings.maxMessageBytes) {
+      return this.refuse(new ConnectError(`Received message larger than max (${this.declared} vs ${this.settings.maxMessageBytes})`, Code.ResourceExhausted));
     }
     this.take(GRPC_PREFIX_BYTES + this.declared);
-    if (flags === 1 && DECOMPRESS[this.encoding] !== undefined) {
+    if (flags === 1 && DECOMPRESS[this.settings.encoding] !== undefined) {
       // This chunk completed the prefix, and may begin before it (a prefix split over chunks).
       this.compressed = [];
       this.collectedFrom = this.received - chunk.length;
@@ -186,19 +175,19 @@ export class GrpcRequestWatch {
     const message = Buffer.concat(this.compressed!).subarray(GRPC_PREFIX_BYTES - this.collectedFrom, whole - this.collectedFrom);
     this.compressed = undefined;
     try {
-      DECOMPRESS[this.encoding]!(message, { maxOutputLength: this.maxMessageBytes });
+      DECOMPRESS[this.settings.encoding]!(message, { maxOutputLength: this.settings.maxMessageBytes });
     } catch (err) {
       // Too large decompressed: refused in grpc-js's words (grpc-js checks its own limit only, which health's is below).
       if ((err as { code?: string }).code === "ERR_BUFFER_TOO_LARGE") {
-        return this.refuse(new ConnectError(`Received message that decompresses to a size larger than ${this.maxMessageBytes}`, Code.ResourceExhausted));
+        return this.refuse(new ConnectError(`Received message that decompresses to a size larger than ${this.settings.maxMessageBytes}`, Code.ResourceExhausted));
       }
-      this.refuse(refusal(`the ${this.encoding}-compressed message does not decompress (${(err as Error).message})`));
+      this.refuse(refusal(`the ${this.settings.encoding}-compressed message does not decompress (${(err as Error).message})`));
     }
   }
 
   /** Takes `bytes` from the budget (if there is one), pausing the stream while it waits for room. */
   private take(bytes: number): void {
-    const budget = this.budget;
+    const budget = this.settings.budget;
     if (budget === undefined) return;
     if (budget.tryTake(bytes)) {
       this.taken = bytes;

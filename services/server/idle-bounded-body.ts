@@ -1,6 +1,17 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 
 /**
+ * The refusal of a request whose bytes stopped coming for `idleMs`
+ * milliseconds (`--request-idle-timeout`), on either listener: UNAVAILABLE,
+ * since it never arrived whole and nothing was stored, so a retry is safe.
+ * `part` names what stalled (`message`, `body`) and `received` what had
+ * arrived (`N of M bytes`, `N bytes`).
+ */
+export function requestIdleRefusal(idleMs: number, part: string, received: string): ConnectError {
+  return new ConnectError(`request: no bytes of the request ${part} arrived for ${idleMs} ms (${received} received; --request-idle-timeout); nothing was stored`, Code.Unavailable);
+}
+
+/**
  * `body` (a request body as it arrives, chunk by chunk) with a bound on
  * the time the next chunk may take once asked for: when neither a chunk
  * nor the end comes within `idleMs` milliseconds, the iteration throws, so
@@ -20,10 +31,7 @@ export async function* idleBoundedBody(body: AsyncIterable<Uint8Array>, idleMs: 
   for (;;) {
     let timer: NodeJS.Timeout | undefined;
     const idle = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new ConnectError(`request: no bytes of the request body arrived for ${idleMs} ms (${received} bytes received; --request-idle-timeout); nothing was stored`, Code.Unavailable)),
-        idleMs,
-      );
+      timer = setTimeout(() => reject(requestIdleRefusal(idleMs, "body", `${received} bytes`)), idleMs);
     });
     let next: IteratorResult<Uint8Array>;
     try {

@@ -136,6 +136,8 @@ export function redisScript(script: RedisScript): RedisScript {
   return script;
 }
 
+type ScriptArg = string | Buffer | Uint8Array | number;
+
 /** The source sent for a script (with {@link OP_RECORD_LUA} in front of a recorded write) and its SHA-1 (hex), made once per script. */
 const sources = new WeakMap<RedisScript, { lua: string; sha: string }>();
 
@@ -151,6 +153,16 @@ function sourceOf(script: RedisScript): { lua: string; sha: string } {
 /** True for Redis's answer to EVALSHA of a script it does not hold: nothing ran. */
 function isNoScript(err: unknown): boolean {
   return err instanceof Error && err.message.startsWith("NOSCRIPT");
+}
+
+/**
+ * The ioredis command that sends `script` and that command's first argument:
+ * EVALSHA and the script's SHA-1, or, `withSource`, EVAL and its source;
+ * `buffers`: the variant whose bulk-string replies are Buffers.
+ */
+function scriptCommand(script: RedisScript, buffers: boolean, withSource: boolean): [command: string, first: string] {
+  const { lua, sha } = sourceOf(script);
+  return [`${withSource ? "eval" : "evalsha"}${buffers ? "Buffer" : ""}`, withSource ? lua : sha];
 }
 
 type CommandSender = (...args: ScriptArg[]) => Promise<unknown>;
@@ -169,15 +181,15 @@ type CommandSender = (...args: ScriptArg[]) => Promise<unknown>;
  * while a batch was pending was missing from it, which broke the batch.
  */
 function evalScript(redis: RedisClient, script: RedisScript, buffers: boolean, argv: ScriptArg[]): Promise<unknown> {
-  const { lua, sha } = sourceOf(script);
-  const r = redis as unknown as Record<string, CommandSender>;
-  return r[buffers ? "evalshaBuffer" : "evalsha"]!.call(redis, sha, ...argv).catch((err: unknown) => {
+  const send = (withSource: boolean) => {
+    const [command, first] = scriptCommand(script, buffers, withSource);
+    return (redis as unknown as Record<string, CommandSender>)[command]!.call(redis, first, ...argv);
+  };
+  return send(false).catch((err: unknown) => {
     if (!isNoScript(err)) throw err;
-    return r[buffers ? "evalBuffer" : "eval"]!.call(redis, lua, ...argv);
+    return send(true);
   });
 }
-
-type ScriptArg = string | Buffer | Uint8Array | number;
 
 /** The arguments of a script command: key count, KEYS, ARGV, with the operation record's key and TTL when given. */
 function scriptArgs(script: RedisScript, keys: string[], args: ScriptArg[], op: OpRecord | undefined): [number, ...ScriptArg[]] {
@@ -263,9 +275,8 @@ function sendWaitGroup(redis: RedisClient, groups: Map<string, WaitGroup>, name:
   const waitMs = Math.max(1, Math.min(...writes.map((w) => w.waitMs)));
   const pipeline = redis.pipeline() as unknown as Record<string, (...a: unknown[]) => unknown> & ReturnType<RedisClient["pipeline"]>;
   for (const w of writes) {
-    const { lua, sha } = sourceOf(w.script);
-    const command = `${w.withSource ? "eval" : "evalsha"}${w.buffers ? "Buffer" : ""}`;
-    pipeline[command]!(w.withSource ? lua : sha, ...w.argv);
+    const [command, first] = scriptCommand(w.script, w.buffers, w.withSource);
+    pipeline[command]!(first, ...w.argv);
   }
   pipeline.wait(replicas, waitMs);
   const settle = (results: Array<[Error | null, unknown]> | null, failure?: unknown) => {
