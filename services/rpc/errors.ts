@@ -56,3 +56,21 @@ export function toConnectError(err: unknown): ConnectError {
   }
   return new ConnectError("internal storage error", Code.Internal, undefined, undefined, err);
 }
+
+/**
+ * Ends a server stream whose `signal` aborted at the call's deadline with
+ * that deadline's error (DEADLINE_EXCEEDED), by throwing it; does nothing
+ * otherwise. connect-es, which serves the Connect listener, aborts a
+ * handler's signal when the deadline passes but leaves ending the call to
+ * the handler, so a follow stream that just stopped would end OK: a clean
+ * end the client would take for the stream's real end (wire-contract.md
+ * section 3.6: a follow stays open until the client cancels). On the gRPC
+ * listener grpc-js ends the call itself, and the signal's reason is the
+ * client's cancellation. A cancellation or a shutdown keeps its own end.
+ *
+ * @throws ConnectError DEADLINE_EXCEEDED when the signal's reason is one.
+ */
+export function throwIfDeadlineExceeded(signal: AbortSignal): void {
+  const reason: unknown = signal.aborted ? signal.reason : undefined;
+  if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) throw reason;
+}

@@ -5,6 +5,7 @@ import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, un
 import { connectAdmission, endWithError, type AdmissionOptions } from "./admission.js";
 import { checkedRequest } from "./connect-request-check.js";
 import { idleBoundedBody } from "./idle-bounded-body.js";
+import { leaveLongConnectDeadlineToClient } from "./long-deadlines.js";
 import type { MountedService } from "./service-registry.js";
 
 type AnyRequest = IncomingMessage | Http2ServerRequest;
@@ -20,7 +21,8 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
  * (connect-request-check.ts) so that bytes that are no valid message are
  * INVALID_ARGUMENT naming the field, as on the gRPC listener; a body whose
  * bytes stop coming for `--request-idle-timeout` ends UNAVAILABLE
- * (idle-bounded-body.ts). An answer refused by the
+ * (idle-bounded-body.ts). A deadline beyond a timer's reach sets no
+ * timer (long-deadlines.ts). An answer refused by the
  * budget, or any failure after the handler ran, ends the call in its
  * protocol ({@link endWithError}). An unknown path is HTTP 404.
  *
@@ -38,6 +40,7 @@ export function connectHandler(mounted: readonly MountedService[], admission: Ad
       return;
     }
     const request = universalRequestFromNodeRequest(req, res, undefined, undefined);
+    leaveLongConnectDeadlineToClient(request.header);
     const arriving = idleBoundedBody(request.body as AsyncIterable<Uint8Array>, admission.requestIdleMs);
     const body = checkedRequest(bytes.chargedRequest(arriving), request.header, handler.method.input, maxMessageBytes);
     handler({ ...request, body })

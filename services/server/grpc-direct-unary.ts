@@ -8,6 +8,7 @@ import { NO_WHOLE_MESSAGE, SECOND_MESSAGE } from "./grpc-framing-status.js";
 import { answerWritten, framedAnswer } from "./grpc-framed-answers.js";
 import { toServiceError } from "./grpc-adapter.js";
 import type { Logger } from "./logger.js";
+import { GRPC_TIMEOUT, grpcTimeoutMs, leaveLongGrpcDeadlineToClient, MAX_TIMER_MS } from "./long-deadlines.js";
 
 /** One unary method served directly: what its path leads to. */
 export interface DirectRoute {
@@ -18,13 +19,6 @@ export interface DirectRoute {
    */
   run(call: DirectUnaryCall): Promise<Buffer>;
 }
-
-/** `grpc-timeout` as the gRPC over HTTP/2 spec writes it: at most 8 digits and a unit. */
-const TIMEOUT = /^(\d{1,8})([HMSmun])$/;
-/** Milliseconds in one of each `grpc-timeout` unit. */
-const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 0.001, n: 0.000_001 };
-/** Longest delay `setTimeout` keeps (2^31 - 1 ms, about 24.8 days); a longer deadline sets no timer. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** The headers every answer starts with, a trailers-only one too (gRPC over HTTP/2, "Response-Headers"). */
 const RESPONSE_HEADERS = { [constants.HTTP2_HEADER_STATUS]: 200, [constants.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc+proto" };
@@ -117,7 +111,11 @@ export class DirectUnaryPath {
     const direct = this;
     return function (this: GrpcServerInternals, interceptors, stream, headers) {
       const route = direct.routeFor(headers);
-      if (route === undefined) return handler.call(this, interceptors, stream, headers);
+      if (route === undefined) {
+        // grpc-js would end a call whose deadline is beyond its 32-bit timer at once (long-deadlines.ts).
+        leaveLongGrpcDeadlineToClient(headers);
+        return handler.call(this, interceptors, stream, headers);
+      }
       // What grpc-js does first for every stream: swallow stream errors (a close follows), count it for the idle timeout.
       stream.once("error", ignore);
       this.onStreamOpened(stream);
@@ -134,7 +132,7 @@ export class DirectUnaryPath {
     const encoding = headers["grpc-encoding"];
     if (encoding !== undefined && encoding !== "identity") return undefined;
     const timeout = headers["grpc-timeout"];
-    if (timeout !== undefined && !TIMEOUT.test(timeout as string)) return undefined;
+    if (timeout !== undefined && !GRPC_TIMEOUT.test(timeout as string)) return undefined;
     return route;
   }
 }
@@ -248,9 +246,8 @@ export class DirectUnaryCall {
    * {@link MAX_TIMER_MS} is kept but sets no timer.
    */
   private startDeadline(timeout: string): void {
-    const [, amount, unit] = TIMEOUT.exec(timeout)!;
     // Whole milliseconds, as grpc-js counts them: below 1 ms (1n, 999u) the deadline has passed on arrival.
-    const ms = Math.trunc(Number(amount) * TIMEOUT_UNIT_MS[unit!]!);
+    const ms = Math.trunc(grpcTimeoutMs(timeout)!);
     this.deadlineMs = Date.now() + ms;
     if (ms <= MAX_TIMER_MS) this.timer = setTimeout(() => this.fail(deadlineExceeded()), ms);
   }

@@ -286,6 +286,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   directUnary.install(grpcServer);
   // Health requests are limited there as on the main listener (admission.ts HEALTH_REQUEST_BYTES).
   const probes = healthAddr === undefined ? undefined : new grpc.Server({ interceptors: [grpcAdmission(admission)] });
+  // No route on it: every stream goes to grpc-js, with a deadline beyond a timer's reach left to the client (long-deadlines.ts).
+  if (probes !== undefined) new DirectUnaryPath(admission, logger).install(probes);
   const gate = new StartGate();
 
   const cleanup: Array<() => unknown> = [];
