@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { classify, InvalidRequestError, toAbortReason, type StatusMapper } from "./errors.js";
+import { deadlineAfter, MAX_TIMER_MS } from "../common/timer-limit.js";
 
 /**
  * Per-call options every client method takes. Nothing is set by default: no
@@ -11,9 +12,34 @@ export interface CallOptions {
   /**
    * The caller's deadline in milliseconds, passed to the server as
    * `grpc-timeout`. When it passes the call rejects with a DOMException named
-   * `TimeoutError` (a context error, not an infrastructure error).
+   * `TimeoutError` (a context error, not an infrastructure error). A deadline
+   * beyond a Node.js timer's reach (2^31 − 1 ms, about 24.8 days) is held
+   * here and not sent: connect-es would end the call within milliseconds,
+   * and the server sets no timer for one anyway (see {@link callDeadline}).
    */
   timeoutMs?: number;
+}
+
+/**
+ * How a call carries the caller's deadline. One connect-es can time (at
+ * most MAX_TIMER_MS) is sent as `timeoutMs`, and connect-es times it. A
+ * longer one is timed here by `signal` (timers in a row, common/timer-limit.ts),
+ * which cancels the call with DEADLINE_EXCEEDED when the deadline passes
+ * ({@link callerError} then gives the same `TimeoutError`); such a request
+ * carries no `grpc-timeout`, as the server would drop it (wire-contract.md
+ * section 1: the caller's deadline is the client's to keep). `clear` when
+ * the call is over.
+ */
+function callDeadline(options: CallOptions | undefined): { timeoutMs?: number; signal?: AbortSignal; clear: () => void } {
+  const timeoutMs = options?.timeoutMs;
+  if (timeoutMs === undefined || timeoutMs <= MAX_TIMER_MS) return { timeoutMs, clear: () => undefined };
+  return deadlineAfter(timeoutMs, () => new ConnectError(`the deadline of ${timeoutMs} ms passed`, Code.DeadlineExceeded));
+}
+
+/** One signal that aborts when any of `signals` does (undefined ones left out). */
+function anyOf(...signals: Array<AbortSignal | undefined>): AbortSignal | undefined {
+  const given = signals.filter((s): s is AbortSignal => s !== undefined);
+  return given.length <= 1 ? given[0] : AbortSignal.any(given);
 }
 
 /** @throws InvalidRequestError naming `field` when `value` is empty or only spaces (no RPC is sent). */
@@ -40,10 +66,13 @@ export async function unaryCall<T>(
   map?: StatusMapper,
 ): Promise<T> {
   if (options?.signal?.aborted) throw toAbortReason(options.signal);
+  const deadline = callDeadline(options);
   try {
-    return await run({ signal: options?.signal, timeoutMs: options?.timeoutMs });
+    return await run({ signal: anyOf(options?.signal, deadline.signal), timeoutMs: deadline.timeoutMs });
   } catch (err) {
     throw callerError(err, operation, options, map);
+  } finally {
+    deadline.clear();
   }
 }
 
@@ -64,9 +93,10 @@ export async function* streamCall<M, R>(
 ): AsyncGenerator<R, void, undefined> {
   if (options?.signal?.aborted) return;
   const local = new AbortController();
-  const signal = options?.signal === undefined ? local.signal : AbortSignal.any([options.signal, local.signal]);
+  const deadline = callDeadline(options);
+  const signal = anyOf(options?.signal, local.signal, deadline.signal)!;
   try {
-    for await (const message of open({ signal, timeoutMs: options?.timeoutMs })) {
+    for await (const message of open({ signal, timeoutMs: deadline.timeoutMs })) {
       if (options?.signal?.aborted) return;
       yield check(message);
     }
@@ -75,6 +105,7 @@ export async function* streamCall<M, R>(
     throw callerError(err, operation, options, map);
   } finally {
     local.abort();
+    deadline.clear();
   }
 }
 

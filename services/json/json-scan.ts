@@ -536,14 +536,46 @@ export function scanDocumentObject(t: string): JsonObject {
 
 /**
  * Compares a JSON key with a Go struct field name the way Go's decoder does:
- * an exact match or a case-insensitive one under Unicode simple folding (so
- * `spec`, `SPEC` and `Spec` all name the field `Spec`).
+ * an exact match or a case-insensitive one (so `spec`, `SPEC` and `Spec`
+ * all name the field `Spec`); see {@link foldKey}. `field` must be ASCII, as
+ * every field name of the harness's JSON documents is.
  */
 export function keyMatches(key: string, field: string): boolean {
   return key === field || foldKey(key) === foldKey(field);
 }
 
-/** The form under which {@link keyMatches} compares keys: equal folds mean matching keys. */
+/**
+ * Non-ASCII code points that Go's `encoding/json` folds to an ASCII letter
+ * when it matches a key to a field name: the long s (U+017F) to S, the
+ * Kelvin sign (U+212A) to K, and the dotless i (U+0131) to I. Go folds each
+ * code point on its own to the least one of its simple case-folding orbit
+ * (Unicode simple mappings: one code point to one). Since Go 1.22 the dotted
+ * capital I (U+0130) folds to a lower-case i, which no ASCII field name's
+ * fold holds (the harness builds with Go 1.27).
+ */
+const FOLDS_TO_ASCII: ReadonlyMap<string, string> = new Map([
+  ["\u017f", "S"],
+  ["\u212a", "K"],
+  ["\u0131", "I"],
+]);
+
+/**
+ * The form under which {@link keyMatches} compares keys: equal folds mean
+ * matching keys, for ASCII field names. ASCII letters are upper-cased, the
+ * code points of {@link FOLDS_TO_ASCII} become their letter, and every other
+ * code point is kept, so it never matches an ASCII field name. JavaScript's
+ * own case mapping would not do: it maps one code point to several (`ß` to
+ * `SS`, `ﬆ` to `ST`), so a key such as `"Seßion"` would name a field here
+ * that Go leaves unset, and the driver and the harness would read one
+ * stored document differently (found by a fresh-eyes run: a fire with a key
+ * `"ﬆop"` was taken for a finished one).
+ */
 export function foldKey(key: string): string {
-  return key.toUpperCase().toLowerCase();
+  let folded = "";
+  for (const ch of key) {
+    const code = ch.charCodeAt(0);
+    if (code < 0x80) folded += code >= 0x61 && code <= 0x7a ? String.fromCharCode(code - 0x20) : ch;
+    else folded += FOLDS_TO_ASCII.get(ch) ?? ch;
+  }
+  return folded;
 }

@@ -8,7 +8,8 @@ import { NO_WHOLE_MESSAGE, SECOND_MESSAGE } from "./grpc-framing-status.js";
 import { answerWritten, framedAnswer } from "./grpc-framed-answers.js";
 import { toServiceError } from "./grpc-adapter.js";
 import type { Logger } from "./logger.js";
-import { GRPC_TIMEOUT, grpcTimeoutMs, leaveLongGrpcDeadlineToClient, MAX_TIMER_MS } from "./long-deadlines.js";
+import { GRPC_TIMEOUT, grpcTimeoutMs, leaveLongGrpcDeadlineToClient } from "./long-deadlines.js";
+import { MAX_TIMER_MS } from "../../common/timer-limit.js";
 
 /** One unary method served directly: what its path leads to. */
 export interface DirectRoute {

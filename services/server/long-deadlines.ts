@@ -1,11 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http2";
-
-/**
- * Longest delay a Node.js timer keeps: 2^31 − 1 ms, about 24.8 days. A
- * longer `setTimeout` fires after 1 ms instead (with a
- * `TimeoutOverflowWarning`), so a deadline beyond it must set no timer.
- */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
+import { MAX_TIMER_MS } from "../../common/timer-limit.js";
 
 /** `grpc-timeout` as the gRPC over HTTP/2 spec writes it (and connect-es reads it): at most 8 digits and a unit. */
 export const GRPC_TIMEOUT = /^(\d{1,8})([HMSmun])$/;

@@ -90,6 +90,15 @@ describe.each(conformanceBackends())("schedule payloads on $name", (backend: Tes
       expect(listed.map((f) => f.text)).toEqual([progressed.text]);
     });
 
+    test("a key only a one-to-many case mapping would fold names no field, as in Go: a fire whose key is \"\uFB06op\" is in flight", async () => {
+      // JavaScript upper-cases the ligature ﬆ to "ST"; Go's decoder folds code point by code point and leaves Stop empty.
+      await ctx.client.saveSchedule({ name: "fid-fire-fold", schedule: scheduleRecord({ Name: "fid-fire-fold" }) });
+      const text = `{"ID":"fid-f3","ScheduleName":"fid-fire-fold","SessionID":"s","StartedAt":"${iso(T0)}","\uFB06op":"end_turn","LastFireSe\u00DFionID":"x"}`;
+      await ctx.client.recordFireStart({ name: "fid-fire-fold", fireId: "fid-f3", fire: { format: V1, payload: enc.encode(text) } });
+      await ctx.client.recordFireProgress({ name: "fid-fire-fold", fireId: "fid-f3", at: ts(T0 + 5) });
+      expect(readFire((await ctx.client.loadFire({ fireId: "fid-f3" })).fire).text).toBe(text.replace(/}$/, `,"ProgressAt":"${iso(T0 + 5)}"}`));
+    });
+
     test("progress adds ProgressAt to an in-flight record that lacks the key", async () => {
       await ctx.client.saveSchedule({ name: "fid-fire-nokey", schedule: scheduleRecord({ Name: "fid-fire-nokey" }) });
       const text = `{"ID":"fid-f2","ScheduleName":"fid-fire-nokey","StartedAt":"${iso(T0)}"}`;

@@ -10,6 +10,8 @@ import { startServer, type ServerProcess } from "../helpers/server.js";
 import { callWithBytes, rawGrpcClient, rawUnary } from "../helpers/raw-grpc.js";
 import { grpcFramed, h2GrpcCall } from "../helpers/h2-grpc-call.js";
 import { EVENT_FORMAT } from "../helpers/event-log.js";
+import { openDriverClients, type DriverClients } from "../../clients/factory.js";
+import { SessionNotFoundError } from "../../clients/errors.js";
 
 const DAY_MS = 86_400_000;
 /** A deadline past what a Node.js timer holds (2^31 − 1 ms, about 24.8 days). */
@@ -163,6 +165,31 @@ describe.each(conformanceBackends())("deadlines beyond a timer's reach on $name"
     const { envelopes, ended } = await connectStream(server.connectAddress!, HEALTH_WATCH, { service: "" }, 800, () => false);
     expect(ended).toBe(true);
     expect(envelopes.at(-1)).toMatchObject({ flags: 2, json: { error: { code: "deadline_exceeded" } } });
+  });
+
+  describe("the TypeScript clients", () => {
+    let clients: DriverClients;
+    beforeAll(async () => {
+      clients = await openDriverClients({ sessionStoreUrl: server.address, eventLogUrl: server.address });
+    });
+    afterAll(() => clients?.close());
+
+    test("a Load with a 30-day deadline is answered, not failed at once as TimeoutError", async () => {
+      const err = await clients.sessionStore.load("far-client", { timeoutMs: THIRTY_DAYS_MS }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(SessionNotFoundError);
+    });
+
+    test("a follow with a 30-day deadline stays open and delivers a later append", async () => {
+      const stop = new AbortController();
+      const appended = appendLater("far-client-follow", 1500);
+      const got: string[] = [];
+      for await (const record of clients.eventLog.readAfter("far-client-follow", { follow: true, timeoutMs: THIRTY_DAYS_MS, signal: stop.signal })) {
+        got.push(record.kind);
+        stop.abort();
+      }
+      await appended;
+      expect(got).toEqual(["event"]);
+    });
   });
 
   test("no timer overflow was warned of", () => {

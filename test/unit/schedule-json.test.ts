@@ -96,7 +96,19 @@ describe("JSON scanner", () => {
     expect(keyMatches("Spec", "Spec")).toBe(true);
     expect(keyMatches("SPEC", "Spec")).toBe(true);
     expect(keyMatches("\u017Fpec", "Spec")).toBe(true);
+    expect(keyMatches("\u212Aind", "Kind")).toBe(true);
+    expect(keyMatches("SessionId", "SessionID")).toBe(true);
+    expect(keyMatches("\u0131D", "ID")).toBe(true);
     expect(keyMatches("Specs", "Spec")).toBe(false);
+  });
+
+  test("keys that only a full (one-to-many) case mapping would fold do not match, as in Go", () => {
+    // JavaScript upper-cases ß to SS and the ligatures to ST or FF; Go folds code point by code point.
+    expect(keyMatches("LastFireSe\u00DFionID", "LastFireSessionID")).toBe(false);
+    expect(keyMatches("\uFB06op", "Stop")).toBe(false);
+    expect(keyMatches("\uFB05op", "Stop")).toBe(false);
+    expect(keyMatches("\u0130D", "ID")).toBe(false);
+    expect(keyMatches("\u0130d", "ID")).toBe(false);
   });
 });
 
