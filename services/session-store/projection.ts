@@ -136,6 +136,8 @@ class Reader {
 
 const TOP = ["id", "state", "counters", "created_at", "incarnation", "messages", "kind", "relationship", "model_id", "title", "title_provenance", "owner", "environment_ref"] as const;
 const TOP_FOLDED = new Set(TOP.map(foldKey));
+/** The fold of the snapshot's `id` key. */
+const ID_FOLDED = foldKey("id");
 const RELATIONSHIP_KEYS: ReadonlyArray<readonly [string, Exclude<keyof SessionRelationship, "branchIndex">]> = [
   ["schedule_name", "scheduleName"],
   ["origin_session_id", "originSessionId"],
@@ -231,7 +233,7 @@ export function projectSnapshot(sessionId: string, bytes: Uint8Array, activitySt
     throw err;
   }
   const r = new Reader(payload);
-  if (!top.some((m) => foldKey(m.key) === "id")) return opaque;
+  if (!top.some((m) => foldKey(m.key) === ID_FOLDED)) return opaque;
   const f = r.fields(top, TOP);
   const id = r.string(f.get("id"), "id");
   if (id !== sessionId) throw new SnapshotPayloadError(`id ${JSON.stringify(id)} differs from session_id ${JSON.stringify(sessionId)}`);
@@ -298,7 +300,7 @@ export function leadingId(bytes: Uint8Array): string | undefined {
   let id: string | undefined;
   try {
     forEachMemberBytes(b, 0, (keyStart, keyEnd, valueStart) => {
-      if (b[valueStart] === 0x22 && foldKey(decodeKeyBytes(b, keyStart, keyEnd)) === "id") {
+      if (b[valueStart] === 0x22 && foldKey(decodeKeyBytes(b, keyStart, keyEnd)) === ID_FOLDED) {
         id = JSON.parse(b.toString("utf8", valueStart, scanValueBytes(b, valueStart, 1, "strict"))) as string;
       }
       return STOP_WALK;
