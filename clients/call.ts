@@ -29,9 +29,14 @@ export interface CallOptions {
  * carries no `grpc-timeout`, as the server would drop it (wire-contract.md
  * section 1: the caller's deadline is the client's to keep). `clear` when
  * the call is over.
+ *
+ * @throws InvalidRequestError naming `timeoutMs` when it is not a number (NaN): no RPC is sent.
  */
-function callDeadline(options: CallOptions | undefined): { timeoutMs?: number; signal?: AbortSignal; clear: () => void } {
+function callDeadline(operation: string, options: CallOptions | undefined): { timeoutMs?: number; signal?: AbortSignal; clear: () => void } {
   const timeoutMs = options?.timeoutMs;
+  if (timeoutMs !== undefined && (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs))) {
+    throw new InvalidRequestError(`timeoutMs must be a number of milliseconds, got ${String(timeoutMs)}`, operation);
+  }
   if (timeoutMs === undefined || timeoutMs <= MAX_TIMER_MS) return { timeoutMs, clear: () => undefined };
   return deadlineAfter(timeoutMs, () => new ConnectError(`the deadline of ${timeoutMs} ms passed`, Code.DeadlineExceeded));
 }
@@ -66,7 +71,7 @@ export async function unaryCall<T>(
   map?: StatusMapper,
 ): Promise<T> {
   if (options?.signal?.aborted) throw toAbortReason(options.signal);
-  const deadline = callDeadline(options);
+  const deadline = callDeadline(operation, options);
   try {
     return await run({ signal: anyOf(options?.signal, deadline.signal), timeoutMs: deadline.timeoutMs });
   } catch (err) {
@@ -93,7 +98,7 @@ export async function* streamCall<M, R>(
 ): AsyncGenerator<R, void, undefined> {
   if (options?.signal?.aborted) return;
   const local = new AbortController();
-  const deadline = callDeadline(options);
+  const deadline = callDeadline(operation, options);
   const signal = anyOf(options?.signal, local.signal, deadline.signal)!;
   try {
     for await (const message of open({ signal, timeoutMs: deadline.timeoutMs })) {

@@ -11,8 +11,11 @@ export const MAX_TIMER_MS = 2 ** 31 - 1;
  * passed, for any `ms` (a 30-day deadline too: beyond {@link MAX_TIMER_MS}
  * the wait is made of several timers in a row). `clear` stops it; call it
  * when the work it bounds is over, so no timer outlives the work.
+ *
+ * @throws RangeError when `ms` is NaN (a timer of NaN ms would fire at once, again and again).
  */
 export function deadlineAfter(ms: number, reason: () => unknown): { signal: AbortSignal; clear: () => void } {
+  if (Number.isNaN(ms)) throw new RangeError("deadlineAfter: ms is NaN");
   const controller = new AbortController();
   const due = performance.now() + ms;
   let timer: NodeJS.Timeout | undefined;

@@ -546,17 +546,16 @@ export function keyMatches(key: string, field: string): boolean {
 
 /**
  * Non-ASCII code points that Go's `encoding/json` folds to an ASCII letter
- * when it matches a key to a field name: the long s (U+017F) to S, the
- * Kelvin sign (U+212A) to K, and the dotless i (U+0131) to I. Go folds each
- * code point on its own to the least one of its simple case-folding orbit
- * (Unicode simple mappings: one code point to one). Since Go 1.22 the dotted
- * capital I (U+0130) folds to a lower-case i, which no ASCII field name's
- * fold holds (the harness builds with Go 1.27).
+ * when it matches a key to a field name: the long s (U+017F) to S and the
+ * Kelvin sign (U+212A) to K. Go folds each code point on its own to the
+ * least one of its simple case-folding orbit (`unicode.SimpleFold`: one code
+ * point to one), and these are the only orbits that join a non-ASCII code
+ * point to an ASCII letter; the dotless i (U+0131) and the dotted capital I
+ * (U+0130) are orbits of their own there, so `"ıD"` names no field `ID`.
  */
 const FOLDS_TO_ASCII: ReadonlyMap<string, string> = new Map([
   ["\u017f", "S"],
   ["\u212a", "K"],
-  ["\u0131", "I"],
 ]);
 
 /**

@@ -90,11 +90,13 @@ describe.each(conformanceBackends())("schedule payloads on $name", (backend: Tes
       expect(listed.map((f) => f.text)).toEqual([progressed.text]);
     });
 
-    test("a key only a one-to-many case mapping would fold names no field, as in Go: a fire whose key is \"\uFB06op\" is in flight", async () => {
+    test("a key only a one-to-many case mapping would fold names no field, as in Go: a fire whose key is \"\uFB06op\" is in flight, and \"Sess\u0131onID\" is not its session", async () => {
       // JavaScript upper-cases the ligature ﬆ to "ST"; Go's decoder folds code point by code point and leaves Stop empty.
       await ctx.client.saveSchedule({ name: "fid-fire-fold", schedule: scheduleRecord({ Name: "fid-fire-fold" }) });
-      const text = `{"ID":"fid-f3","ScheduleName":"fid-fire-fold","SessionID":"s","StartedAt":"${iso(T0)}","\uFB06op":"end_turn","LastFireSe\u00DFionID":"x"}`;
+      const text = `{"ID":"fid-f3","ScheduleName":"fid-fire-fold","SessionID":"s","StartedAt":"${iso(T0)}","\uFB06op":"end_turn","Sess\u0131onID":"x","Se\u00DFionID":"y"}`;
       await ctx.client.recordFireStart({ name: "fid-fire-fold", fireId: "fid-f3", fire: { format: V1, payload: enc.encode(text) } });
+      // The dotless i folds to no ASCII letter in Go either: the fire's session is "s".
+      expect((await load("fid-fire-fold")).state).toMatchObject({ LastFireSessionID: "s" });
       await ctx.client.recordFireProgress({ name: "fid-fire-fold", fireId: "fid-f3", at: ts(T0 + 5) });
       expect(readFire((await ctx.client.loadFire({ fireId: "fid-f3" })).fire).text).toBe(text.replace(/}$/, `,"ProgressAt":"${iso(T0 + 5)}"}`));
     });

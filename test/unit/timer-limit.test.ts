@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { deadlineAfter, MAX_TIMER_MS } from "../../common/timer-limit.js";
 import { streamCall, unaryCall } from "../../clients/call.js";
+import { InvalidRequestError } from "../../clients/errors.js";
 
 const DAY_MS = 86_400_000;
 
@@ -83,5 +84,23 @@ describe("deadlines beyond a timer's reach", () => {
     expect((err as Error).name).toBe("TimeoutError");
     expect(seen).toEqual([undefined]);
     expect(vi.getTimerCount()).toBe(0);
+  });
+
+  test("a timeoutMs that is NaN is refused as InvalidRequestError naming it, and nothing is sent", async () => {
+    const seen: Array<number | undefined> = [];
+    const unary = await unaryCall("Test/Unary", { timeoutMs: Number.NaN }, untilAborted(seen)).catch((e: unknown) => e);
+    expect(unary).toBeInstanceOf(InvalidRequestError);
+    expect((unary as Error).message).toContain("timeoutMs");
+    const opened = (o: { timeoutMs?: number }): AsyncIterable<never> => {
+      seen.push(o.timeoutMs);
+      return (async function* () {})();
+    };
+    const stream = await streamCall("Test/Stream", { timeoutMs: Number.NaN }, opened, (m: never) => m)
+      .next()
+      .catch((e: unknown) => e);
+    expect(stream).toBeInstanceOf(InvalidRequestError);
+    expect(seen).toEqual([]);
+    expect(vi.getTimerCount()).toBe(0);
+    expect(() => deadlineAfter(Number.NaN, () => "late")).toThrow(RangeError);
   });
 });
