@@ -4,6 +4,7 @@ import { ConnectError, createConnectRouter } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { connectAdmission, endWithError, type AdmissionOptions } from "./admission.js";
 import { checkedRequest } from "./connect-request-check.js";
+import type { ConnectCalls } from "./connect-calls.js";
 import { idleBoundedBody } from "./idle-bounded-body.js";
 import { leaveLongConnectDeadlineToClient } from "./long-deadlines.js";
 import type { MountedService } from "./service-registry.js";
@@ -26,9 +27,12 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
  * budget, or any failure after the handler ran, ends the call in its
  * protocol ({@link endWithError}). An unknown path is HTTP 404.
  *
+ * Every call is noted in `calls` until its answer is written, and a server
+ * stream ends UNAVAILABLE when `calls` shuts down (connect-calls.ts).
+ *
  * @param maxMessageBytes largest message read or written, in bytes.
  */
-export function connectHandler(mounted: readonly MountedService[], admission: AdmissionOptions, maxMessageBytes: number): (req: AnyRequest, res: AnyResponse) => void {
+export function connectHandler(mounted: readonly MountedService[], admission: AdmissionOptions, maxMessageBytes: number, calls: ConnectCalls): (req: AnyRequest, res: AnyResponse) => void {
   const router = createConnectRouter({ readMaxBytes: maxMessageBytes, writeMaxBytes: maxMessageBytes, acceptCompression: [compressionGzip, compressionBrotli] });
   for (const m of mounted) router.service(m.desc, m.impl as never);
   const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
@@ -43,8 +47,12 @@ export function connectHandler(mounted: readonly MountedService[], admission: Ad
     leaveLongConnectDeadlineToClient(request.header);
     const arriving = idleBoundedBody(request.body as AsyncIterable<Uint8Array>, admission.requestIdleMs);
     const body = checkedRequest(bytes.chargedRequest(arriving), request.header, handler.method.input, maxMessageBytes);
-    handler({ ...request, body })
+    const call = calls.begin(handler.method.methodKind === "server_streaming");
+    // connect-es links the request's signal to the handler's: a stream's shutdown signal ends it UNAVAILABLE.
+    const signal = call.shutdown === undefined ? request.signal : AbortSignal.any([request.signal, call.shutdown]);
+    handler({ ...request, body, signal })
       .then((answer) => universalResponseToNodeResponse({ ...answer, body: answer.body && bytes.chargedAnswer(answer.body) }, res))
-      .catch((err: unknown) => endWithError(req, res, ConnectError.from(err)));
+      .catch((err: unknown) => endWithError(req, res, ConnectError.from(err)))
+      .finally(call.end);
   }, admission);
 }

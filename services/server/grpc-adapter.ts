@@ -2,7 +2,7 @@ import * as grpc from "@grpc/grpc-js";
 import { create, isMessage, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type ContextValues, type HandlerContext } from "@connectrpc/connect";
 import { encodeStatusDetails } from "./status-details.js";
-import { toConnectError } from "../rpc/errors.js";
+import { shuttingDown, toConnectError } from "../rpc/errors.js";
 import { decodeRequest } from "../rpc/decode-request.js";
 import { hasFramingRoom, preEncoded } from "../rpc/encoded-answer.js";
 import { frameInPlace } from "./grpc-framed-answers.js";
@@ -288,9 +288,6 @@ async function runServerStream(
   }
 }
 
-function shuttingDown(): ConnectError {
-  return new ConnectError("the server is shutting down; reconnect to another instance (a follow stream resumes from its last cursor)", Code.Unavailable);
-}
 
 /** Waits until the stream drains, or the call is cancelled or shut down. */
 function drained(call: grpc.ServerWritableStream<Buffer, Buffer>, signal: AbortSignal): Promise<void> {

@@ -14,6 +14,8 @@ import { grpcAdmission, type AdmissionOptions } from "./admission.js";
 import { joinGrpcMessagesOnArrival } from "./grpc-message-joiner.js";
 import { sendFramedAnswersAsIs } from "./grpc-framed-answers.js";
 import { connectHandler } from "./connect-handler.js";
+import { ConnectCalls } from "./connect-calls.js";
+import { shuttingDown } from "../rpc/errors.js";
 import { servedOnConnect } from "./connect-answers.js";
 import { InflightBudget } from "./inflight-budget.js";
 import { memoryTrimmer } from "./memory-trim.js";
@@ -199,7 +201,7 @@ interface ConnectListener {
   serve(mounted: MountedService[]): void;
 }
 
-async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, admission: AdmissionOptions, keepalive: ConnectKeepalive, gate: StartGate, logger: Logger): Promise<ConnectListener> {
+async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, admission: AdmissionOptions, keepalive: ConnectKeepalive, gate: StartGate, logger: Logger, calls: ConnectCalls): Promise<ConnectListener> {
   let handler: ((req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse) => void) | undefined;
   const gated = (req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse) =>
     gate.admit(
@@ -234,7 +236,7 @@ async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, 
     serve(mounted) {
       // Answers built as wire bytes reach binary callers as such, and JSON callers decoded (connect-answers.ts).
       const served = mounted.map((m) => ({ ...m, impl: servedOnConnect(m.desc, m.impl) }));
-      handler = connectHandler(served, admission, MAX_MESSAGE_BYTES);
+      handler = connectHandler(served, admission, MAX_MESSAGE_BYTES, calls);
     },
   };
 }
@@ -278,6 +280,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const budget = new InflightBudget(options.maxInflightBytes, INFLIGHT_WAIT_MS, metrics.inflightBytes, { afterBytes: TRIM_AFTER_BYTES, trimmer: memoryTrimmer() });
   const admission: AdmissionOptions = { auth, budget, maxMessageBytes: MAX_MESSAGE_BYTES, requestIdleMs: options.requestIdleTimeoutMs };
   const openStreams = new OpenStreams();
+  const connectCalls = new ConnectCalls();
   joinGrpcMessagesOnArrival();
   sendFramedAnswersAsIs();
   const grpcServer = new grpc.Server(grpcServerOptions(options.connections, admission));
@@ -305,7 +308,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const address = await listenOn(grpcListener, grpcAddr, "--listen");
     let connect: ConnectListener | undefined;
     if (connectAddr !== undefined) {
-      const listening = listenConnect(connectAddr, tls, admission, options.connections, gate, logger);
+      const listening = listenConnect(connectAddr, tls, admission, options.connections, gate, logger, connectCalls);
       cleanup.push(() => void listening.then((c) => c.server.close(), () => undefined));
       connect = await listening;
     }
@@ -383,13 +386,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         // One turn of the event loop first, so that every health Watch sends its NOT_SERVING before its stream ends.
         await new Promise((resolve) => setImmediate(resolve));
         openStreams.shutdown();
+        connectCalls.shutdown(shuttingDown());
         await new Promise<void>((resolve) => {
           const timer = setTimeout(() => {
             logger.warn({ graceMs: options.shutdownGraceMs }, "shutdown grace elapsed; cancelling calls still running");
             grpcServer.forceShutdown();
             resolve();
           }, options.shutdownGraceMs);
-          grpcServer.tryShutdown(() => {
+          // The Connect listener's calls get the same grace (connect-calls.ts).
+          const grpcDrained = new Promise<void>((done) => grpcServer.tryShutdown(() => done()));
+          void Promise.all([grpcDrained, connectCalls.drained()]).then(() => {
             clearTimeout(timer);
             resolve();
           });

@@ -10,6 +10,7 @@ import { startServer, type ServerProcess } from "../helpers/server.js";
 import { callWithBytes, rawGrpcClient, rawUnary } from "../helpers/raw-grpc.js";
 import { grpcFramed, h2GrpcCall } from "../helpers/h2-grpc-call.js";
 import { EVENT_FORMAT } from "../helpers/event-log.js";
+import { connectStream } from "../helpers/connect-stream.js";
 import { openDriverClients, type DriverClients } from "../../clients/factory.js";
 import { SessionNotFoundError } from "../../clients/errors.js";
 
@@ -19,52 +20,6 @@ const THIRTY_DAYS_MS = 30 * DAY_MS;
 const READ_AFTER = `/${EventLogService.typeName}/ReadAfter`;
 const HEALTH_WATCH = `/${Health.typeName}/Watch`;
 const ACQUIRE = `/${SessionLeaseService.typeName}/Acquire`;
-
-/** One Connect-protocol envelope of a streamed answer: flags (2 = end of stream) and its JSON. */
-interface Envelope {
-  flags: number;
-  json: Record<string, unknown>;
-}
-
-/**
- * Calls a server-streaming method over the Connect protocol (JSON) with
- * `fetch`, sending `connect-timeout-ms: timeoutMs`, and reads envelopes
- * until the stream ends or `stopAfter` returns true for those so far (then
- * the request is aborted, as a client that cancels). Resolves to the
- * envelopes and whether the server ended the stream.
- */
-async function connectStream(address: string, path: string, request: unknown, timeoutMs: number, stopAfter: (got: Envelope[]) => boolean): Promise<{ envelopes: Envelope[]; ended: boolean }> {
-  const message = Buffer.from(JSON.stringify(request));
-  const prefix = Buffer.alloc(5);
-  prefix.writeUInt32BE(message.length, 1);
-  const abort = new AbortController();
-  const answer = await fetch(`http://${address}${path}`, {
-    method: "POST",
-    headers: { "content-type": "application/connect+json", "connect-timeout-ms": String(timeoutMs) },
-    body: Buffer.concat([prefix, message]),
-    signal: abort.signal,
-  });
-  expect(answer.status).toBe(200);
-  const envelopes: Envelope[] = [];
-  let pending = Buffer.alloc(0);
-  try {
-    for await (const chunk of answer.body as unknown as AsyncIterable<Uint8Array>) {
-      pending = Buffer.concat([pending, chunk]);
-      while (pending.length >= 5 && pending.length >= 5 + pending.readUInt32BE(1)) {
-        const length = pending.readUInt32BE(1);
-        envelopes.push({ flags: pending[0]!, json: JSON.parse(pending.subarray(5, 5 + length).toString("utf8")) as Record<string, unknown> });
-        pending = pending.subarray(5 + length);
-      }
-      if (stopAfter(envelopes)) {
-        abort.abort();
-        break;
-      }
-    }
-  } catch (err) {
-    if (!abort.signal.aborted) throw err;
-  }
-  return { envelopes, ended: !abort.signal.aborted };
-}
 
 /**
  * A deadline longer than a Node.js timer can hold (2^31 − 1 ms, about 24.8

@@ -10,6 +10,20 @@ import { startServer } from "../helpers/server.js";
 import { grpcClient, grpcClientWithSentSignal } from "../helpers/clients.js";
 import { METRICS_FLAGS, rpcsInFlight } from "../helpers/metrics.js";
 import { waitFor } from "../helpers/wait.js";
+import { connectStream, type Envelope } from "../helpers/connect-stream.js";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
+
+/** Starts a new server on `store` and checks that the session "in-flight" holds `payload`. */
+async function expectStoredAfterRestart(store: string, payload: Buffer): Promise<void> {
+  const again = await startServer(["--store", store]);
+  try {
+    const got = await grpcClient(SessionStoreService, again.address).load({ sessionId: "in-flight" });
+    expect(Buffer.from(got.snapshot!.payload).equals(payload)).toBe(true);
+  } finally {
+    await again.stop();
+  }
+}
 
 describe("graceful shutdown on SIGTERM", () => {
   test("an in-flight Save finishes and is durable; open streams end with UNAVAILABLE; exit code 0", async () => {
@@ -41,12 +55,32 @@ describe("graceful shutdown on SIGTERM", () => {
     expect(await streamEnd).toBe("Unavailable");
     // A Watch hears NOT_SERVING before its stream ends (found by a fresh-eyes run: it ended with no word).
     expect(watched).toEqual([ServingStatus.SERVING, ServingStatus.NOT_SERVING]);
-    const again = await startServer(["--store", store]);
-    try {
-      const got = await grpcClient(SessionStoreService, again.address).load({ sessionId: "in-flight" });
-      expect(Buffer.from(got.snapshot!.payload).equals(payload)).toBe(true);
-    } finally {
-      await again.stop();
-    }
+    await expectStoredAfterRestart(store, payload);
+  });
+
+  test("on the Connect listener too: an in-flight Save finishes and is durable; a follow and a Watch end unavailable, not with a lost socket", async () => {
+    const store = `sqlite:${join(mkdtempSync(join(tmpdir(), "mecatl-shutdown-")), "db.sqlite")}`;
+    const server = await startServer(["--store", store, "--connect-listen", "127.0.0.1:0", ...METRICS_FLAGS]);
+    const connectAddress = server.connectAddress!;
+    const follow = connectStream(connectAddress, `/${EventLogService.typeName}/ReadAfter`, { sessionId: "followed", follow: true }, undefined, () => false);
+    const watched: Envelope[] = [];
+    const watch = connectStream(connectAddress, `/${Health.typeName}/Watch`, { service: "" }, undefined, (got) => (watched.splice(0, watched.length, ...got), false));
+    await waitFor(() => watched.length > 0, 10_000, "the Watch's first status");
+    await waitFor(async () => (await rpcsInFlight(server.metricsAddress!, "ReadAfter")) === 1, 10_000, "the follow to be open");
+    const payload = randomBytes(48 * 1024 * 1024);
+    const request = toBinary(SessionStoreService.method.save.input, create(SessionStoreService.method.save.input, { sessionId: "in-flight", snapshot: { format: "sessnap-json/1", payload } }));
+    let answered = false;
+    const saving = fetch(`http://${connectAddress}/${SessionStoreService.typeName}/Save`, { method: "POST", headers: { "content-type": "application/proto" }, body: request }).finally(() => (answered = true));
+    await waitFor(async () => (await rpcsInFlight(server.metricsAddress!, "Save")) === 1 || answered, 30_000, "the server to report the Save in flight");
+    expect(answered, "the Save was answered before it was seen in flight").toBe(false);
+    const exit = server.stop();
+    expect((await saving).status).toBe(200);
+    const followed = await follow;
+    expect(followed.ended).toBe(true);
+    expect(followed.envelopes.at(-1)).toMatchObject({ flags: 2, json: { error: { code: "unavailable", message: expect.stringContaining("shutting down") } } });
+    const watchEnd = await watch;
+    expect(watchEnd.envelopes.map((e) => (e.flags === 2 ? (e.json.error as { code: string }).code : e.json.status))).toEqual(["SERVING", "NOT_SERVING", "unavailable"]);
+    expect(await exit).toBe(0);
+    await expectStoredAfterRestart(store, payload);
   });
 });
