@@ -81,6 +81,37 @@ const TIMESTAMP_MAX_NANOS = 253_402_300_800n * 1_000_000_000n - 1n;
 const INT32_MIN = -(2 ** 31);
 const INT32_MAX = 2 ** 31 - 1;
 
+/** Fields a JSON `null` resets, as Go resets a pointer, slice or map; `null` leaves every other field as it was. */
+const NULL_RESETS: ReadonlySet<string> = new Set(["owner", "messages", "branch_index"]);
+
+/** Fields that are Go structs: a key that occurs twice merges into one value, each occurrence setting only the keys it holds. */
+const MERGED: ReadonlySet<string> = new Set(["owner", "relationship", "counters", "environment_ref"]);
+
+/** The members assigned to each field by {@link Reader.fields}. */
+class Fields {
+  private readonly byName = new Map<string, JsonMember[]>();
+
+  /** The member that sets `name` (the last one), or undefined when none does. */
+  get(name: string): JsonMember | undefined {
+    return this.byName.get(name)?.at(-1);
+  }
+
+  /** Every member that sets struct field `name`, in order; undefined when none does. */
+  all(name: string): readonly JsonMember[] | undefined {
+    return this.byName.get(name);
+  }
+
+  assign(name: string, m: JsonMember, merged: boolean): void {
+    const seen = this.byName.get(name);
+    if (merged && seen !== undefined) seen.push(m);
+    else this.byName.set(name, [m]);
+  }
+
+  reset(name: string): void {
+    this.byName.delete(name);
+  }
+}
+
 /** Reads member values out of the payload bytes, naming the payload field in every error. */
 class Reader {
   private readonly buf: Buffer;
@@ -89,15 +120,23 @@ class Reader {
     this.buf = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
   }
 
-  /** The members of an object as Go assigns them: matched case-insensitively, the last one wins, `null` skipped. */
-  fields(members: JsonMember[], names: readonly string[]): Map<string, JsonMember> {
+  /**
+   * The members of an object as Go's decoder assigns them to the fields
+   * `names`: keys matched case-insensitively (json-scan.ts `foldKey`); for
+   * a field that is a struct ({@link MERGED}) every occurrence, since each
+   * one sets only the keys it holds; for any other field the last one. A
+   * `null` resets a pointer, slice or map ({@link NULL_RESETS}) and leaves
+   * any other field as it was.
+   */
+  fields(members: JsonMember[], names: readonly string[]): Fields {
     const byFold = new Map(names.map((n) => [foldKey(n), n]));
-    const out = new Map<string, JsonMember>();
+    const out = new Fields();
     for (const m of members) {
       const name = byFold.get(foldKey(m.key));
       if (name === undefined) continue;
-      if (this.b[m.valueStart] === 0x6e) out.delete(name);
-      else out.set(name, m);
+      if (this.b[m.valueStart] === 0x6e) {
+        if (NULL_RESETS.has(name)) out.reset(name);
+      } else out.assign(name, m, MERGED.has(name));
     }
     return out;
   }
@@ -121,16 +160,26 @@ class Reader {
     return n;
   }
 
-  /** The members of the object value of `m`, or undefined when absent. */
-  object(m: JsonMember | undefined, path: string): JsonMember[] | undefined {
-    if (m === undefined) return undefined;
-    if (this.b[m.valueStart] !== 0x7b) throw new SnapshotPayloadError(`${path} must be an object`);
-    try {
-      return scanObjectBytes(this.b, m.valueStart, "strict").members;
-    } catch (err) {
-      if (err instanceof JsonSyntaxError) throw new SnapshotPayloadError(`${path} is not valid JSON: ${err.problem}`);
-      throw err;
+  /**
+   * The members of the object values `occurrences` (a struct field's, see
+   * {@link fields}), in order, so that a later key wins as Go's merge
+   * would have it; undefined when the field is absent.
+   *
+   * @throws SnapshotPayloadError naming `path` when a value is not an object or not valid JSON.
+   */
+  object(occurrences: readonly JsonMember[] | undefined, path: string): JsonMember[] | undefined {
+    if (occurrences === undefined) return undefined;
+    const members: JsonMember[] = [];
+    for (const m of occurrences) {
+      if (this.b[m.valueStart] !== 0x7b) throw new SnapshotPayloadError(`${path} must be an object`);
+      try {
+        members.push(...scanObjectBytes(this.b, m.valueStart, "strict").members);
+      } catch (err) {
+        if (err instanceof JsonSyntaxError) throw new SnapshotPayloadError(`${path} is not valid JSON: ${err.problem}`);
+        throw err;
+      }
     }
+    return members;
   }
 }
 
@@ -194,7 +243,8 @@ function readCreatedAt(text: string): bigint {
  * A payload that is not one JSON object, or an object without an `id`
  * member, is not a sessnap object: the projection carries no metadata.
  * Otherwise the fields are read as Go's decoder reads them (keys matched
- * case-insensitively, last one wins, `null` is the zero value) and values
+ * case-insensitively, last one wins, a struct's keys merged, `null` resets
+ * only pointers, slices and maps) and values
  * are passed through unchanged; a missing kind becomes `unknown` and a
  * missing incarnation the derived legacy one.
  *
@@ -238,14 +288,14 @@ export function projectSnapshot(sessionId: string, bytes: Uint8Array, activitySt
   const id = r.string(f.get("id"), "id");
   if (id !== sessionId) throw new SnapshotPayloadError(`id ${JSON.stringify(id)} differs from session_id ${JSON.stringify(sessionId)}`);
 
-  const owner = readOwner(r, r.object(f.get("owner"), "owner"));
+  const owner = readOwner(r, r.object(f.all("owner"), "owner"));
   const ownerScope = principalScopeHash(owner);
   const createdAt = readCreatedAt(r.string(f.get("created_at"), "created_at"));
   let incarnation = r.string(f.get("incarnation"), "incarnation");
   if (incarnation === "") incarnation = legacyIncarnation(sessionId, createdAt, ownerScope);
   else if (!isValidIncarnation(incarnation)) throw new SnapshotPayloadError(`incarnation ${JSON.stringify(incarnation)} is not a valid incarnation id`);
 
-  const relationship = readRelationship(r, r.object(f.get("relationship"), "relationship"));
+  const relationship = readRelationship(r, r.object(f.all("relationship"), "relationship"));
   for (const [key, value] of [
     ["parent_incarnation", relationship.parentIncarnation],
     ["origin_incarnation", relationship.originIncarnation],
@@ -254,9 +304,9 @@ export function projectSnapshot(sessionId: string, bytes: Uint8Array, activitySt
     if (value !== "" && !isValidIncarnation(value)) throw new SnapshotPayloadError(`relationship.${key} ${JSON.stringify(value)} is not a valid incarnation id`);
   }
 
-  const counters = r.object(f.get("counters"), "counters");
-  const env = r.object(f.get("environment_ref"), "environment_ref");
-  const ef = env === undefined ? new Map<string, JsonMember>() : r.fields(env, ["Kind", "ID", "Revision"]);
+  const counters = r.object(f.all("counters"), "counters");
+  const env = r.object(f.all("environment_ref"), "environment_ref");
+  const ef = r.fields(env ?? [], ["Kind", "ID", "Revision"]);
   const kind = r.string(f.get("kind"), "kind");
   const messages = f.get("messages");
   if (messages !== undefined && payload[messages.valueStart] !== 0x5b) throw new SnapshotPayloadError("messages must be an array");

@@ -114,4 +114,19 @@ describe("sessnap projection", () => {
     expect(leadingId(overridden)).toBe("t");
     expect(projectSnapshot("s", overridden, "").metadata?.incarnation).toMatch(/^legacy_/);
   });
+
+  test("repeated keys are assigned as Go's decoder assigns them: a struct's occurrences merge, null resets only pointers, slices and maps", () => {
+    const base = '"id":"s","created_at":"2024-01-01T00:00:00Z","environment_ref":{"Kind":"local"},"environment_ref":{"ID":"/ws2","Revision":"r"}';
+    const got = projectSnapshot("s", Buffer.from(`{${base},"title":"T","title":null,"relationship":{"team_id":"t"},"RELATIONSHIP":{"member_name":"m","branch_index":2},"relationship":{"branch_index":null},"counters":{"Turns":3},"counters":{"ToolCalls":1},"owner":{"Issuer":"i","Subject":"x"},"owner":{"Name":"n"}}`), "").metadata!;
+    // Go merges the two environment_ref objects, keeps "T" (null is a no-op on a string), merges relationship and
+    // resets only its pointer branch_index, merges counters (Turns stays 3) and the owner pointer's struct.
+    expect(got.environmentRef).toEqual({ kind: "local", id: "/ws2", revision: "r" });
+    expect(got.title).toBe("T");
+    expect(got.relationship).toMatchObject({ teamId: "t", memberName: "m", branchIndex: undefined });
+    expect(got.turns).toBe(3);
+    expect(got.owner).toEqual({ issuer: "i", subject: "x", grantType: "", name: "n" });
+    const ownerless = projectSnapshot("s", Buffer.from(`{${base},"owner":{"Issuer":"i","Subject":"x"},"owner":null}`), "").metadata!;
+    expect(ownerless.owner).toBeUndefined();
+    expect(() => projectSnapshot("s", Buffer.from(`{${base},"relationship":{"team_id":"t"},"relationship":"x"}`), "")).toThrow(/relationship must be an object/);
+  });
 });
