@@ -80,6 +80,9 @@ describe.each(SWAPS)("swap %s under the workload", (name, sourceUrl, targetUrl) 
       expect((await lease.acquire("swap-free", "c")).token).toBe(3n);
       const target = acked() + 40;
       await waitFor(() => acked() >= target, 30_000, "40 acknowledged appends after the swap");
+      // The schedules fire every 1 or 2 s: on a fast machine the appends above take less than that.
+      const claims = workload.claimed() + 1;
+      await waitFor(() => workload.claimed() >= claims, 30_000, "a schedule claimed after the swap");
     } finally {
       void workload.finish();
     }

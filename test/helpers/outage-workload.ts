@@ -8,6 +8,8 @@ export interface OutageWorkload {
   readonly clients: DriverClients;
   /** Event appends acknowledged so far: progress a fault test waits for between faults. */
   acked(): number;
+  /** Schedule claims (ClaimSchedule answered OK) so far. */
+  claimed(): number;
   /** Ends the turns; the drain, the checks and the clean-up then run. Resolves with the run's result. */
   finish(): Promise<WorkloadResult>;
   /** Closes the clients. */
@@ -18,7 +20,7 @@ export interface OutageWorkload {
  * Starts the harness workload (clients/workload) against every service at
  * `address`, expecting outages (a call that fails UNAVAILABLE is retried, a
  * write whose outcome is unknown is looked up before it is sent again), with
- * `options` over the defaults, counting acknowledged appends.
+ * `options` over the defaults, counting acknowledged appends and claims.
  */
 export async function startOutageWorkload(address: string, options: Partial<WorkloadOptions> & { runId: string }): Promise<OutageWorkload> {
   const clients = await openDriverClients({ sessionStoreUrl: address, eventLogUrl: address, sessionLeaseUrl: address, scheduleStoreUrl: address });
@@ -29,6 +31,14 @@ export async function startOutageWorkload(address: string, options: Partial<Work
     const cursor = await append(...args);
     acked++;
     return cursor;
+  };
+  let claimed = 0;
+  const schedules = clients.scheduleStore!;
+  const claim = schedules.claimSchedule.bind(schedules);
+  schedules.claimSchedule = async (...args) => {
+    const schedule = await claim(...args);
+    claimed++;
+    return schedule;
   };
   const done = new AbortController();
   const run = runWorkload(
@@ -41,6 +51,7 @@ export async function startOutageWorkload(address: string, options: Partial<Work
   return {
     clients,
     acked: () => acked,
+    claimed: () => claimed,
     finish: () => {
       done.abort();
       return run;
