@@ -48,9 +48,11 @@ const PASSING_REPLY: Array<[RegExp, string]> = [
  * CLUSTERDOWN all mean the command was not run), e.g. while a slot migrates;
  * or a cluster client (the bulk reader's, redis-bulk-reader.ts, opened on
  * first use) could not connect to any node, or not learn the slot map, as
- * while a primary is being replaced.
+ * while a primary is being replaced, or its connect was overtaken by another
+ * connect or a close (the last two: ioredis's cluster `connect()` only).
  */
-const NOT_SENT = /^Stream isn't writeable|^Cluster isn't ready|^Too many Cluster redirections|^None of startup nodes is available|^Failed to refresh slots cache/;
+const NOT_SENT =
+  /^Stream isn't writeable|^Cluster isn't ready|^Too many Cluster redirections|^None of startup nodes is available|^Failed to refresh slots cache|^Connection is discarded because a new connection is made|^Connection is aborted$/;
 
 /**
  * ioredis's refusal of an auto-pipeline whose commands' slots it maps to

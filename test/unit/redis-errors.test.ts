@@ -30,6 +30,8 @@ describe("what a failed Redis attempt means on a cluster (issue 13)", () => {
     ["a MULTI discarded without the refusal ioredis keeps", execAbort(), { kind: "bug" }],
     ["a cluster client that could reach no node (the bulk reader opening mid-failover)", new Error("None of startup nodes is available"), { kind: "retry", sent: false }],
     ["a cluster client that could not learn the slot map", new Error("Failed to refresh slots cache."), { kind: "retry", sent: false }],
+    ["a cluster client's connect overtaken by another connect", Object.assign(new Error("Connection is discarded because a new connection is made"), { name: "RedisError" }), { kind: "retry", sent: false }],
+    ["a cluster client's connect overtaken by a close", Object.assign(new Error("Connection is aborted"), { name: "RedisError" }), { kind: "retry", sent: false }],
     ["an auto-pipeline refused before it was written, its slots mapped to two nodes mid-failover", new Error("All keys in the pipeline should belong to the same slots allocation group"), { kind: "retry", sent: false }],
     ["a pipeline of our own across slots (a mistake in this code)", new Error("All the keys in a pipeline command should belong to the same slot"), { kind: "bug" }],
   ])("%s", (_label, err, expected) => {
