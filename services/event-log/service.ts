@@ -1,7 +1,7 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { AppendResponseSchema, EventLogService, type AppendRequest, type ReadAfterResponseSchema } from "../../gen/mecatl/driver/v1/event_log_pb.js";
-import { errorWithReason, invalidArgument, throwIfEndedByServer } from "../rpc/errors.js";
+import { errorWithReason, invalidArgument } from "../rpc/errors.js";
 import { stringAnswer } from "../rpc/encoded-answer.js";
 import { requireFormat, requireId, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
 import type { FollowHub } from "./follow-hub.js";
@@ -145,7 +145,6 @@ export function eventLogService(store: EventLogStore, hub: FollowHub): ServiceIm
       if (req.limit < 0) throw invalidArgument("limit", `must not be negative, got ${req.limit}`);
       try {
         for await (const d of readAfter(store, hub, { sessionId, cursor: req.cursor, limit: req.limit, follow: req.follow }, context.signal)) yield toResponse(d);
-        throwIfEndedByServer(context.signal);
       } catch (err) {
         throw toWireError(err);
       }

@@ -65,23 +65,3 @@ export function toConnectError(err: unknown): ConnectError {
 export function shuttingDown(): ConnectError {
   return new ConnectError("the server is shutting down; reconnect to another instance (a follow stream resumes from its last cursor)", Code.Unavailable);
 }
-
-/**
- * Ends a server stream whose `signal` aborted for a reason the client must
- * hear, by throwing that reason: its deadline passed (DEADLINE_EXCEEDED) or
- * the server is shutting down (UNAVAILABLE, {@link shuttingDown}); does
- * nothing otherwise (the client cancelled: nobody is listening).
- * connect-es, which serves the Connect listener, aborts a handler's signal
- * at the deadline, and at shutdown (server/connect-calls.ts), but leaves
- * ending the call to the handler, so a follow stream that just stopped
- * would end OK: a clean end the client would take for the stream's real end
- * (wire-contract.md section 3.6: a follow stays open until the client
- * cancels). On the gRPC listener grpc-js ends a call at its deadline itself,
- * and grpc-adapter.ts ends streams UNAVAILABLE at shutdown either way.
- *
- * @throws ConnectError DEADLINE_EXCEEDED or UNAVAILABLE: the signal's reason.
- */
-export function throwIfEndedByServer(signal: AbortSignal): void {
-  const reason: unknown = signal.aborted ? signal.reason : undefined;
-  if (reason instanceof ConnectError && (reason.code === Code.DeadlineExceeded || reason.code === Code.Unavailable)) throw reason;
-}

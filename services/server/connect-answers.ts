@@ -15,7 +15,10 @@ import type { AnyServiceImpl } from "./grpc-adapter.js";
  *   encoding is over {@link JSON_MESSAGE_BYTES} is refused with
  *   RESOURCE_EXHAUSTED naming the size and the limit, before any JSON is
  *   written: protobuf-es writes `bytes` fields as base64 on the event loop,
- *   about 0.2 s per MiB, while every other call and health waits.
+ *   about 0.2 s per MiB, while every other call and health waits;
+ * - a server stream (follow, health Watch) that stops because the call's
+ *   deadline passed or the server is shutting down ends with that error,
+ *   not OK (see {@link endedAsTheServerEndedIt}).
  */
 export function servedOnConnect(service: DescService, impl: AnyServiceImpl): AnyServiceImpl {
   const out: AnyServiceImpl = { ...impl };
@@ -32,7 +35,7 @@ export function servedOnConnect(service: DescService, impl: AnyServiceImpl): Any
     } else if (method.methodKind === "server_streaming") {
       out[method.localName] = (request: unknown, context: HandlerContext) => {
         const stream = fn(request, context) as AsyncIterable<unknown>;
-        return binaryCaller(context) ? stream : jsonSizedStream(method, stream);
+        return endedAsTheServerEndedIt(binaryCaller(context) ? stream : jsonSizedStream(method, stream), context.signal);
       };
     }
   }
@@ -57,4 +60,24 @@ async function* jsonSizedStream(method: DescMethod, stream: AsyncIterable<unknow
 
 function binaryCaller(context: HandlerContext): boolean {
   return binaryMediaType(mediaType(context.requestHeader));
+}
+
+/**
+ * `stream`, ended with the reason of `signal` (the handler's) when that
+ * reason is one the client must hear: the call's deadline passed
+ * (DEADLINE_EXCEEDED) or the server is shutting down (UNAVAILABLE,
+ * connect-calls.ts). connect-es aborts a handler's signal for either but
+ * leaves ending the call to the handler, and a stream that just stopped on
+ * the abort (every server stream here does) would end OK: a clean end a
+ * follower would take for the log's real end (wire-contract.md section 3.6:
+ * a follow stays open until the client cancels). A client's cancellation
+ * keeps its own end. On the gRPC listener grpc-js ends a call at its
+ * deadline itself and grpc-adapter.ts ends streams UNAVAILABLE at shutdown.
+ *
+ * @throws ConnectError DEADLINE_EXCEEDED or UNAVAILABLE: the signal's reason, once `stream` has ended.
+ */
+async function* endedAsTheServerEndedIt(stream: AsyncIterable<unknown>, signal: AbortSignal): AsyncIterable<unknown> {
+  yield* stream;
+  const reason: unknown = signal.aborted ? signal.reason : undefined;
+  if (reason instanceof ConnectError && (reason.code === Code.DeadlineExceeded || reason.code === Code.Unavailable)) throw reason;
 }

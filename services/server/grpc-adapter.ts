@@ -288,7 +288,6 @@ async function runServerStream(
   }
 }
 
-
 /** Waits until the stream drains, or the call is cancelled or shut down. */
 function drained(call: grpc.ServerWritableStream<Buffer, Buffer>, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {

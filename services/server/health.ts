@@ -2,7 +2,6 @@ import { EventEmitter } from "node:events";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus as Status } from "../../gen/grpc/health/v1/health_pb.js";
-import { throwIfEndedByServer } from "../rpc/errors.js";
 import type { Logger } from "./logger.js";
 
 export { Status as ServingStatus };
@@ -91,7 +90,6 @@ export function healthService(state: HealthState): ServiceImpl<typeof Health> {
           await new Promise<void>((resolve) => (wake = resolve));
           wake = undefined;
         }
-        throwIfEndedByServer(ctx.signal);
       } finally {
         state.off("change", onChange);
         ctx.signal.removeEventListener("abort", onAbort);

@@ -24,22 +24,9 @@ export interface OutageWorkload {
  */
 export async function startOutageWorkload(address: string, options: Partial<WorkloadOptions> & { runId: string }): Promise<OutageWorkload> {
   const clients = await openDriverClients({ sessionStoreUrl: address, eventLogUrl: address, sessionLeaseUrl: address, scheduleStoreUrl: address });
-  let acked = 0;
   const log = clients.eventLog!;
-  const append = log.append.bind(log);
-  log.append = async (...args) => {
-    const cursor = await append(...args);
-    acked++;
-    return cursor;
-  };
-  let claimed = 0;
-  const schedules = clients.scheduleStore!;
-  const claim = schedules.claimSchedule.bind(schedules);
-  schedules.claimSchedule = async (...args) => {
-    const schedule = await claim(...args);
-    claimed++;
-    return schedule;
-  };
+  const acked = countResolved(log, "append");
+  const claimed = countResolved(clients.scheduleStore!, "claimSchedule");
   const done = new AbortController();
   const run = runWorkload(
     { sessionStore: clients.sessionStore!, eventLog: log, sessionLease: clients.sessionLease, scheduleStore: clients.scheduleStore },
@@ -50,12 +37,24 @@ export async function startOutageWorkload(address: string, options: Partial<Work
   run.catch(() => undefined);
   return {
     clients,
-    acked: () => acked,
-    claimed: () => claimed,
+    acked,
+    claimed,
     finish: () => {
       done.abort();
       return run;
     },
     close: () => clients.close(),
   };
+}
+
+/** Replaces `target[method]` (an async method) by one that counts the calls it resolves; returns the count so far. */
+function countResolved<T extends object, K extends keyof T & string>(target: T, method: K): () => number {
+  let resolved = 0;
+  const original = (target[method] as (...args: unknown[]) => Promise<unknown>).bind(target);
+  (target as Record<string, unknown>)[method] = async (...args: unknown[]) => {
+    const answer = await original(...args);
+    resolved++;
+    return answer;
+  };
+  return () => resolved;
 }
