@@ -544,6 +544,9 @@ export function keyMatches(key: string, field: string): boolean {
   return key === field || foldKey(key) === foldKey(field);
 }
 
+/** A code point outside ASCII. */
+const NON_ASCII = /[^\u0000-\u007f]/;
+
 /**
  * Non-ASCII code points that Go's `encoding/json` folds to an ASCII letter
  * when it matches a key to a field name: the long s (U+017F) to S and the
@@ -570,6 +573,8 @@ const FOLDS_TO_ASCII: ReadonlyMap<string, string> = new Map([
  * `"ﬆop"` was taken for a finished one).
  */
 export function foldKey(key: string): string {
+  // Nearly every key is ASCII, where upper-casing is the whole fold.
+  if (!NON_ASCII.test(key)) return key.toUpperCase();
   let folded = "";
   for (const ch of key) {
     const code = ch.charCodeAt(0);
