@@ -1,4 +1,4 @@
-import { describe, expect, test } from "vitest";
+import { afterAll, describe, expect, test } from "vitest";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,6 +7,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { startServer } from "../helpers/server.js";
+import { sharedConformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { grpcClient, grpcClientWithSentSignal } from "../helpers/clients.js";
 import { METRICS_FLAGS, rpcsInFlight } from "../helpers/metrics.js";
 import { waitFor } from "../helpers/wait.js";
@@ -57,10 +58,14 @@ describe("graceful shutdown on SIGTERM", () => {
     expect(watched).toEqual([ServingStatus.SERVING, ServingStatus.NOT_SERVING]);
     await expectStoredAfterRestart(store, payload);
   });
+});
 
-  test("on the Connect listener too: an in-flight Save finishes and is durable; a follow and a Watch end unavailable, not with a lost socket", async () => {
-    const store = `sqlite:${join(mkdtempSync(join(tmpdir(), "mecatl-shutdown-")), "db.sqlite")}`;
-    const server = await startServer(["--store", store, "--connect-listen", "127.0.0.1:0", ...METRICS_FLAGS]);
+describe.each(sharedConformanceBackends())("graceful shutdown on SIGTERM, on the Connect listener, on $name", (backend: TestBackend) => {
+  afterAll(() => backend.teardown());
+
+  test("an in-flight Save finishes and is durable; a follow and a Watch end unavailable, not with a lost socket", async () => {
+    const { store, args } = await backend.setup();
+    const server = await startServer(["--store", store, "--connect-listen", "127.0.0.1:0", ...args, ...METRICS_FLAGS]);
     const connectAddress = server.connectAddress!;
     const follow = connectStream(connectAddress, `/${EventLogService.typeName}/ReadAfter`, { sessionId: "followed", follow: true }, undefined, () => false);
     const watched: Envelope[] = [];
