@@ -40,7 +40,11 @@
  *
  * Run: npm run build && node dist/bench/call-path.js [calls] [backends] [baseline-main.js]
  *   calls: per small-call case at 64 in flight (default 10000); backends
- *   default sqlite,redis; baseline: another build's
+ *   default sqlite,redis, or also sqlite-memory: the same server on
+ *   `sqlite::memory:`, whose writes go through the same writer thread and
+ *   group commits but touch no file and never fsync, so that its rows beside
+ *   the SQLite file's show what durability itself costs per call (not a
+ *   goal's row: it keeps nothing); baseline: another build's
  *   dist/services/server/main.js. BENCH_SLICE_SECONDS (default 3) sets the
  *   length of one Renew slice in case 4; BENCH_FOLLOW_APPENDS (default 300)
  *   the appends of case 5; BENCH_CASES (default 1,2,3,4,5) which cases run
@@ -120,9 +124,10 @@ async function startRedisFloor(): Promise<RedisFloor> {
   return { floor, redis, ops: floorUnaryOps(floor) };
 }
 
+/** The `--store` of a target on `backend` (see the file comment's backends); a redis-server of its own on Redis. */
 async function startTarget(build: Build, backend: string, dir: string, index: number): Promise<Target> {
   const redis = backend === "redis" ? await spawnRedis() : undefined;
-  const store = redis?.url ?? `sqlite:${join(dir, `store-${index}.sqlite`)}`;
+  const store = redis?.url ?? (backend === "sqlite-memory" ? "sqlite::memory:" : `sqlite:${join(dir, `store-${index}.sqlite`)}`);
   const server = await startServer(["all", "--store", store, "--lease-ttl", "1h", "--log-level", "warn"], { main: build.main });
   return { build, server, redis, syncPid: redis?.pid ?? server.proc.pid!, ops: await driverUnaryOps(server.address, IN_FLIGHT) };
 }
