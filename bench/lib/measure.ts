@@ -49,7 +49,12 @@ export async function measure(op: (i: number) => Promise<unknown>, inFlight: num
   return { calls: latencies.length, seconds, perSecond: latencies.length / seconds, p50Ms: quantile(latencies, 0.5), p99Ms: quantile(latencies, 0.99) };
 }
 
-/** Formats a number with at most `digits` significant digits. */
+/**
+ * Formats a number with at most `digits` significant digits; below 10^-6 in
+ * size it is printed 0 (what a difference of two equal figures leaves, such
+ * as -5.6e-14, is rounding, not a measurement).
+ */
 export function fmt(x: number, digits = 3): string {
-  return Number.isFinite(x) ? Number(x.toPrecision(digits)).toString() : "n/a";
+  if (!Number.isFinite(x)) return "n/a";
+  return Math.abs(x) < 1e-6 ? "0" : Number(x.toPrecision(digits)).toString();
 }
