@@ -27,8 +27,9 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
  * budget, or any failure after the handler ran, ends the call in its
  * protocol ({@link endWithError}). An unknown path is HTTP 404.
  *
- * Every call is noted in `calls` until its answer is written, and a server
- * stream ends UNAVAILABLE when `calls` shuts down (connect-calls.ts).
+ * Every call is noted in `calls` until its handler has returned and its
+ * answer is written (or its client is gone), and a server stream ends
+ * UNAVAILABLE when `calls` shuts down (connect-calls.ts).
  *
  * @param maxMessageBytes largest message read or written, in bytes.
  */
@@ -50,9 +51,27 @@ export function connectHandler(mounted: readonly MountedService[], admission: Ad
     const call = calls.begin(handler.method.methodKind === "server_streaming");
     // connect-es links the request's signal to the handler's: a stream's shutdown signal ends it UNAVAILABLE.
     const signal = call.shutdown === undefined ? request.signal : AbortSignal.any([request.signal, call.shutdown]);
+    const written = responseDone(res);
     handler({ ...request, body, signal })
-      .then((answer) => universalResponseToNodeResponse({ ...answer, body: answer.body && bytes.chargedAnswer(answer.body) }, res))
+      // The answer's promise does not settle once it is written (see responseDone): the response's own end counts.
+      .then((answer) => Promise.race([universalResponseToNodeResponse({ ...answer, body: answer.body && bytes.chargedAnswer(answer.body) }, res), written]))
       .catch((err: unknown) => endWithError(req, res, ConnectError.from(err)))
       .finally(call.end);
   }, admission);
+}
+
+/**
+ * Resolves once `res` is written whole ("finish") or its connection or
+ * stream is gone ("close"). connect-node 2.1's `universalResponseToNodeResponse`
+ * waits for an "end" event after `end()`, which Node's HTTP/1.1 and HTTP/2
+ * responses never emit (they are writable: "finish", "close"), so its
+ * promise never settled: every Connect call stayed counted as running,
+ * SIGTERM waited all of `--shutdown-grace`, and each follow's abort
+ * controller was kept for the server's life (found by a fresh-eyes run).
+ */
+function responseDone(res: AnyResponse): Promise<void> {
+  return new Promise((resolve) => {
+    res.once("finish", resolve);
+    res.once("close", resolve);
+  });
 }

@@ -88,4 +88,24 @@ describe.each(sharedConformanceBackends())("graceful shutdown on SIGTERM, on the
     expect(await exit).toBe(0);
     await expectStoredAfterRestart(store, payload);
   });
+
+  test("with every Connect call answered (an OK, an error, a follow its client closed), SIGTERM exits at once, not after --shutdown-grace", async () => {
+    const { store, args } = await backend.setup();
+    const server = await startServer(["--store", store, "--connect-listen", "127.0.0.1:0", "--shutdown-grace", "60s", ...args]);
+    const connectAddress = server.connectAddress!;
+    const unary = (service: string, method: string, body: unknown) =>
+      fetch(`http://${connectAddress}/${service}/${method}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const payload = Buffer.from("{}").toString("base64");
+    expect((await unary(SessionStoreService.typeName, "Save", { sessionId: "answered", snapshot: { format: "sessnap-json/1", payload } })).status).toBe(200);
+    expect((await unary(SessionStoreService.typeName, "Load", { sessionId: "never-saved" })).status).toBe(404);
+    expect((await unary(EventLogService.typeName, "Append", { sessionId: "answered", event: { format: "eventlog-json/1", payload } })).status).toBe(200);
+    // The follow is cancelled by its client once the appended record has come.
+    const followed = await connectStream(connectAddress, `/${EventLogService.typeName}/ReadAfter`, { sessionId: "answered", follow: true }, undefined, (got) => got.length > 0);
+    expect(followed.ended).toBe(false);
+    const started = performance.now();
+    expect(await server.stop()).toBe(0);
+    // Before the fix every Connect call stayed counted as running: the exit came after the whole 60 s grace.
+    expect(performance.now() - started).toBeLessThan(15_000);
+    expect(server.stderr.join("\n")).not.toContain("shutdown grace elapsed");
+  });
 });
