@@ -3,6 +3,7 @@ import type { DescMessage } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { decodeRequest } from "../rpc/decode-request.js";
 import { requireUtf8Json } from "../rpc/require-utf8-json.js";
+import { requireDecodableJson } from "../rpc/require-decodable-json.js";
 
 /**
  * Most bytes of a JSON message on the Connect listener (1 MiB): a request's
@@ -26,11 +27,21 @@ const FRAMING: readonly Framing[] = [
   [/^application\/grpc(-web)?(\+proto)?$/i, "enveloped", "grpc-encoding", decodeRequest],
 ];
 
-/** JSON content types of the Connect listener: their text must be UTF-8 (connect-es would read other bytes as U+FFFD and go on). */
+/**
+ * A JSON request message's check: its text must be UTF-8 (connect-es would
+ * read other bytes as U+FFFD and go on), and a text protobuf-es cannot read
+ * is refused naming the field first (require-decodable-json.ts).
+ */
+function checkJson(input: DescMessage, text: Uint8Array): void {
+  requireUtf8Json(input, text);
+  requireDecodableJson(input, text);
+}
+
+/** JSON content types of the Connect listener, each checked by {@link checkJson}. */
 const JSON_FRAMING: readonly Framing[] = [
-  [/^application\/json$/i, "whole", "content-encoding", requireUtf8Json],
-  [/^application\/connect\+json$/i, "enveloped", "connect-content-encoding", requireUtf8Json],
-  [/^application\/grpc(-web)?\+json$/i, "enveloped", "grpc-encoding", requireUtf8Json],
+  [/^application\/json$/i, "whole", "content-encoding", checkJson],
+  [/^application\/connect\+json$/i, "enveloped", "connect-content-encoding", checkJson],
+  [/^application\/grpc(-web)?\+json$/i, "enveloped", "grpc-encoding", checkJson],
 ];
 
 /** The media type of a request's `content-type` header, without parameters (`application/json; charset=utf-8` → `application/json`); empty when absent. */
@@ -61,7 +72,10 @@ function jsonMediaType(type: string): boolean {
  * - a JSON request body over {@link JSON_MESSAGE_BYTES}: RESOURCE_EXHAUSTED
  *   naming the limit (JSON is parsed on the event loop);
  * - JSON text that is not UTF-8: INVALID_ARGUMENT naming the field
- *   (require-utf8-json.ts), where connect-es would read U+FFFD and go on.
+ *   (require-utf8-json.ts), where connect-es would read U+FFFD and go on;
+ * - JSON text protobuf-es cannot read as the method's input (no JSON, a
+ *   value of the wrong type, a bad timestamp): INVALID_ARGUMENT naming the
+ *   field first (require-decodable-json.ts), where connect-es names it last.
  *
  * Every RPC served takes one request message, so the whole body is read
  * before anything is handed on (connect-es reads it whole too); it is then

@@ -70,6 +70,29 @@ describe("the Connect listener's codecs", () => {
     expect(JSON.parse(outside.body.toString())).toEqual({ code: "invalid_argument", message: "request: not valid UTF-8" });
   });
 
+  test.each([
+    ["a number for a string", "Load", `{"sessionId":123}`, /^session_id: cannot be read from JSON \(expected string, got 123\)$/],
+    ["an escaped lone surrogate", "Load", `{"sessionId":"\\ud800"}`, /^session_id: cannot be read from JSON \(expected string: invalid UTF8\)$/],
+    ["a nested field of the wrong type", "Save", `{"sessionId":"json-typed","snapshot":{"format":5,"payload":"${sessnapPayload}"}}`, /^snapshot\.format: cannot be read from JSON \(expected string, got 5\)$/],
+    ["bytes that are no base64", "Save", `{"sessionId":"json-typed","snapshot":{"format":"sessnap-json/1","payload":"%%%"}}`, /^snapshot\.payload: cannot be read from JSON \(invalid base64 string\)$/],
+    ["text that is no JSON", "Load", "not json", /^request: cannot be read from JSON \(.+\)$/],
+    ["an array for the request", "Load", "[1]", /^request: cannot be read from JSON \(.+\)$/],
+  ])("Connect unary JSON with %s: INVALID_ARGUMENT naming the field first (protobuf-es names it last, by its type), nothing stored", async (_what, method, body, message) => {
+    const got = await post(url("SessionStoreService", method), body, { "content-type": "application/json" });
+    expect(got.status).toBe(400);
+    const answer = JSON.parse(got.body.toString()) as { code: string; message: string };
+    expect(answer.code).toBe("invalid_argument");
+    expect(answer.message).toMatch(message);
+    expect((await grpcClient(SessionStoreService, server.address).list({})).sessions.map((s) => s.sessionId)).not.toContain("json-typed");
+  });
+
+  test("a JSON key the message does not have is still ignored, as connect-es ignores it; streaming JSON of the wrong type names the field", async () => {
+    const unknownKey = await post(url("SessionStoreService", "Load"), `{"sessionId":"json-none","notAField":1}`, { "content-type": "application/json" });
+    expect(JSON.parse(unknownKey.body.toString()).code).toBe("not_found");
+    const streamed = await post(url("EventLogService", "ReadAfter"), envelope(Buffer.from(`{"sessionId":"e","follow":"yes"}`)), { "content-type": "application/connect+json" });
+    expect(JSON.parse(streamed.body.subarray(5).toString()).error).toEqual({ code: "invalid_argument", message: 'follow: cannot be read from JSON (expected boolean, got "yes")' });
+  });
+
   test("Connect streaming JSON (ReadAfter) with invalid UTF-8: the end-of-stream message is invalid_argument naming the field", async () => {
     const got = await post(url("EventLogService", "ReadAfter"), envelope(badJson(`{"sessionId":"e@"}`)), { "content-type": "application/connect+json" });
     expect(got.status).toBe(200);
