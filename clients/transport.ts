@@ -1,7 +1,7 @@
 import { connect as netConnect, isIP } from "node:net";
 import { connect as tlsConnect } from "node:tls";
 import type { SecureClientSessionOptions, ClientSessionOptions, Http2Session, ClientHttp2Stream, ClientSessionRequestOptions, OutgoingHttpHeaders } from "node:http2";
-import type { Interceptor, Transport } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { DriverConfigError, parseTarget, type DriverTarget } from "./targets.js";
 import { decodeStringsVerbatim } from "../common/verbatim-utf8.js";
@@ -90,20 +90,62 @@ function bearer(token: string): Interceptor {
  * then the manager drops its own error listener, and the session emits the
  * error once more as it closes. With no listener left that `error` event
  * would end the process with a stack trace after the one-line message.
+ *
+ * It also notes whether the peer has spoken HTTP/2 at all ({@link peerSilent}).
  */
 export class GuardedSessionManager extends Http2SessionManager {
   private readonly guarded = new WeakSet<Http2Session>();
+  /** Sessions whose peer has sent its SETTINGS (an HTTP/2 server's first frame). */
+  private readonly spoke = new WeakSet<Http2Session>();
+  /**
+   * True when the last stream closed on a connection whose peer had sent no
+   * HTTP/2 frame: the peer closed the connection without a word, as a TLS
+   * listener dialled in cleartext does (it reads no TLS handshake and hangs
+   * up), where connect-node only says "stream closed with error code CANCEL".
+   */
+  peerSilent = false;
 
   override async request(method: string, path: string, headers: OutgoingHttpHeaders, options: Omit<ClientSessionRequestOptions, "signal">): Promise<ClientHttp2Stream> {
     const stream = await super.request(method, path, headers, options);
     const session = stream.session;
-    if (session !== undefined && !this.guarded.has(session)) {
+    if (session === undefined) return stream;
+    if (!this.guarded.has(session)) {
       this.guarded.add(session);
       // The calls on the session see its errors; this listener only keeps the last one from being unhandled.
       session.on("error", () => undefined);
+      // Attached before any I/O callback runs after the connection opened, so the peer's SETTINGS cannot have come yet.
+      session.once("remoteSettings", () => {
+        this.spoke.add(session);
+        this.peerSilent = false;
+      });
     }
+    // Registered before connect-node's own listener, so the flag is set when the call's error is raised.
+    stream.once("close", () => {
+      if (!this.spoke.has(session)) this.peerSilent = true;
+    });
     return stream;
   }
+}
+
+/**
+ * Names the likely cause when a call on a cleartext connection failed
+ * because the peer hung up without a word of HTTP/2
+ * ({@link GuardedSessionManager.peerSilent}): the error becomes UNAVAILABLE
+ * with the problem and its fix (clients/http2-errors.ts: "... or the driver
+ * serves TLS (give --driver-tls-ca)"), where it read "http/2 stream closed
+ * with error code CANCEL" (found by a fresh-eyes run).
+ */
+function namingSilentPeer(manager: GuardedSessionManager): Interceptor {
+  return (next) => async (req) => {
+    try {
+      return await next(req);
+    } catch (err) {
+      if (!manager.peerSilent) throw err;
+      // The code http2-errors.ts recognises for a peer that does not speak HTTP/2.
+      const silent = Object.assign(new Error("the connection closed before the driver sent any HTTP/2 frame", { cause: err }), { code: "ERR_HTTP2_ERROR" });
+      throw new ConnectError(silent.message, Code.Unavailable, undefined, undefined, silent);
+    }
+  };
 }
 
 /**
@@ -140,7 +182,7 @@ export class DriverConnections {
       sessionManager: manager,
       readMaxBytes: MAX_MESSAGE_BYTES,
       writeMaxBytes: MAX_MESSAGE_BYTES,
-      interceptors: this.options.authToken === undefined ? [] : [bearer(this.options.authToken)],
+      interceptors: [...(tls === undefined ? [namingSilentPeer(manager)] : []), ...(this.options.authToken === undefined ? [] : [bearer(this.options.authToken)])],
     });
     this.pool.set(target, { manager, transport });
     return transport;

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { createServer, type Server, type Socket } from "node:net";
 import { runCli } from "../helpers/cli.js";
+import { startServer, type ServerProcess } from "../helpers/server.js";
+import { makePki, type TestPki } from "../helpers/certs.js";
 
 /**
  * A CLI command pointed at a port where no gRPC server listens (a Redis
@@ -41,6 +43,41 @@ describe("the CLI against a port that does not speak HTTP/2", () => {
     expect(lines, out.stderr).toHaveLength(1);
     expect(lines[0]).toContain("Unavailable: the driver did not answer in HTTP/2");
     expect(out.code).toBe(1);
+  });
+});
+
+/**
+ * The CLI dialling a TLS listener in cleartext: the listener reads no TLS
+ * handshake and hangs up without a word of HTTP/2. The one line names that
+ * and the fix (--driver-tls-ca); it used to read "http/2 stream closed with
+ * error code CANCEL" (found by a fresh-eyes run; clients/transport.ts
+ * namingSilentPeer). With TLS the same commands work.
+ */
+describe("the CLI against a TLS listener, in cleartext", () => {
+  let server: ServerProcess;
+  let pki: TestPki;
+  beforeAll(async () => {
+    pki = makePki();
+    server = await startServer(["--store", "sqlite::memory:", "--tls-cert", pki.serverCert, "--tls-key", pki.serverKey]);
+  });
+  afterAll(() => server?.stop());
+
+  test.each([
+    ["sessions list", (t: string) => ["sessions", "list", "--session-store-url", t]],
+    ["events read", (t: string) => ["events", "read", "s1", "--event-log-url", t]],
+    ["leases acquire", (t: string) => ["leases", "acquire", "s1", "--owner", "me", "--session-lease-url", t]],
+  ])("%s: one line, UNAVAILABLE, naming HTTP/2 and --driver-tls-ca; exit 1", async (_label, args) => {
+    const out = await runCli(args(server.address));
+    const lines = out.stderr.trim().split("\n");
+    expect(lines, out.stderr).toHaveLength(1);
+    expect(lines[0]).toContain("Unavailable: the driver did not answer in HTTP/2 (the connection closed before the driver sent any HTTP/2 frame)");
+    expect(lines[0]).toContain("give --driver-tls-ca");
+    expect(out.code).toBe(1);
+  });
+
+  test("with --driver-tls and its CA the same command works", async () => {
+    const out = await runCli(["sessions", "list", "--session-store-url", server.address, "--driver-tls", "--driver-tls-ca", pki.caCert]);
+    expect(out.code, out.stderr).toBe(0);
   });
 });
 
