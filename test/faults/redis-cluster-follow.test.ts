@@ -88,7 +88,9 @@ describe("follow across a Redis Cluster", () => {
       await cluster.waitHealthy(cluster.nodeTimeoutMs + 20_000);
       const moved = ids.filter((id) => id.startsWith(`follow-${victim!.port}-`));
       // The writer retries until its client has the new primary; the followers' process subscribes there again.
-      const deadline = Date.now() + cluster.nodeTimeoutMs + 20_000;
+      // On a loaded host the cluster can fall back to CLUSTERDOWN for over 20 s after every node said ok (a CI
+      // run saw appends answered UNAVAILABLE, correctly, for 22 s): what is tested is the follow once it is back.
+      const deadline = Date.now() + cluster.nodeTimeoutMs + 60_000;
       await Promise.all(moved.map((id) => untilAvailable(() => appends.append({ sessionId: id, event: ev({ n: 2 }) }), deadline)));
       for (const { id, stream } of streams.filter((s) => moved.includes(s.id))) {
         expect(body((await take(stream, 1))[0]!.event?.payload).n, id).toBe(2);
@@ -98,5 +100,5 @@ describe("follow across a Redis Cluster", () => {
       await cluster.waitHealthy();
     }
     await Promise.all(streams.map((s) => s.stream.cancel()));
-  });
+  }, 150_000);
 });
