@@ -1,5 +1,11 @@
-import { fromJsonString, type DescMessage } from "@bufbuild/protobuf";
+import { fromJson, fromJsonString, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
 import { invalidArgument } from "./errors.js";
+
+/** How connect-es reads JSON requests: unknown keys are ignored. */
+const READ_OPTIONS = { ignoreUnknownFields: true };
+
+/** Decodes as connect-es decodes a JSON request: a leading byte-order mark is dropped. */
+const utf8 = new TextDecoder();
 
 /**
  * Refuses a JSON request text that protobuf-es cannot read as an `input`
@@ -9,43 +15,96 @@ import { invalidArgument } from "./errors.js";
  * and the same option (unknown keys ignored), but answers with protobuf-es's
  * own words, which name the field last and by its full type name:
  * `cannot decode field mecatl.driver.v1.LoadRequest.session_id from JSON: 123`
- * (found by a fresh-eyes run). Text that is no JSON at all, or a value that
- * belongs to no one field, is named `request`.
+ * (found by a fresh-eyes run). Text that is no JSON at all, or an error that
+ * fits no one field, is named `request`.
  *
  * The text is read twice (here and by connect-es): JSON requests are at most
  * 1 MiB (connect-request-check.ts `JSON_MESSAGE_BYTES`).
  *
  * @param input the request message type.
- * @param text the request's JSON bytes (decompressed, UTF-8).
+ * @param text the request's JSON bytes (decompressed, UTF-8, a leading byte-order mark allowed as connect-es allows it).
  * @throws ConnectError INVALID_ARGUMENT `<field>: cannot be read from JSON (<protobuf-es's reason>)`.
  */
 export function requireDecodableJson(input: DescMessage, text: Uint8Array): void {
+  const json = utf8.decode(text);
   try {
-    fromJsonString(input, Buffer.from(text.buffer, text.byteOffset, text.byteLength).toString("utf8"), { ignoreUnknownFields: true });
+    fromJsonString(input, json, READ_OPTIONS);
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     const found = /^cannot decode (?:field |message )?([\w.]+) from JSON: ([\s\S]*)$/.exec(message);
-    const path = found === null ? undefined : fieldPath(input, found[1]!);
+    const path = found === null ? undefined : faultyPath(input, found[1]!, json);
     throw invalidArgument(path ?? "request", `cannot be read from JSON (${found?.[2] ?? message})`);
   }
 }
 
+/** A field of the request that protobuf-es's error may mean: its proto path, and the fields leading to it from the top. */
+interface Candidate {
+  path: string;
+  fields: DescField[];
+}
+
 /**
- * The proto path (`snapshot.format`) in `desc` of `name`: a field's full name
- * (`mecatl.driver.v1.Snapshot.format`) or a message type's; "request" for
- * `desc` itself; undefined when no field of `desc` or of its nested messages
- * matches (the first match, depth first, each message type visited once).
+ * The proto path (`snapshot.format`) of the field protobuf-es's error names
+ * by `name`: a field's full name (`mecatl.driver.v1.Snapshot.format`) or,
+ * for a well-known type such as a Timestamp, only the type
+ * (`google.protobuf.Timestamp`). "request" when `name` is `input` itself.
+ * When several fields fit (two Timestamps in one request), each one's value
+ * in `json` is read alone and the first that fails is named; undefined when
+ * none can be told apart, rather than a wrong one.
  */
-function fieldPath(desc: DescMessage, name: string, prefix = "", seen = new Set<string>()): string | undefined {
-  if (prefix === "" && desc.typeName === name) return "request";
+function faultyPath(input: DescMessage, name: string, json: string): string | undefined {
+  if (input.typeName === name) return "request";
+  const candidates: Candidate[] = [];
+  collect(input, name, [], new Set(), candidates);
+  if (candidates.length <= 1) return candidates[0]?.path;
+  let parsed: JsonValue;
+  try {
+    parsed = JSON.parse(json) as JsonValue;
+  } catch {
+    return undefined;
+  }
+  return candidates.find((c) => fails(input, c, name, parsed))?.path;
+}
+
+/** Adds to `out` every field under `desc` (through singular message fields, each type once per path) that `name` may mean. */
+function collect(desc: DescMessage, name: string, above: DescField[], seen: Set<string>, out: Candidate[]): void {
   seen.add(desc.typeName);
   for (const field of desc.fields) {
-    const at = prefix === "" ? field.name : `${prefix}.${field.name}`;
-    if (`${desc.typeName}.${field.name}` === name || field.message?.typeName === name) return at;
-    if (field.message !== undefined && !seen.has(field.message.typeName)) {
-      const found = fieldPath(field.message, name, at, seen);
-      if (found !== undefined) return found;
+    const fields = [...above, field];
+    if (`${desc.typeName}.${field.name}` === name || (field.fieldKind === "message" && field.message.typeName === name)) {
+      out.push({ path: fields.map((f) => f.name).join("."), fields });
     }
+    if (field.fieldKind === "message" && !seen.has(field.message.typeName)) collect(field.message, name, fields, new Set(seen), out);
   }
-  return undefined;
+}
+
+/**
+ * True when the value of candidate `c` in `parsed` (a request of type
+ * `input`) cannot be read: the field's own message when `name` is its type,
+ * else the message holding the field.
+ */
+function fails(input: DescMessage, c: Candidate, name: string, parsed: JsonValue): boolean {
+  const last = c.fields[c.fields.length - 1]!;
+  const typeMatch = last.fieldKind === "message" && last.message.typeName === name;
+  const path = typeMatch ? c.fields : c.fields.slice(0, -1);
+  let value: JsonValue | undefined = parsed;
+  let desc = input;
+  for (const f of path) {
+    value = valueOf(value, f);
+    if (f.fieldKind !== "message") return false;
+    desc = f.message;
+  }
+  if (value === undefined) return false;
+  try {
+    fromJson(desc, value, READ_OPTIONS);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+/** The value of `field` in the JSON object `value` (under its JSON name or its proto name); undefined when absent or `value` is no object. */
+function valueOf(value: JsonValue | undefined, field: DescField): JsonValue | undefined {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return undefined;
+  return value[field.jsonName] ?? value[field.name];
 }

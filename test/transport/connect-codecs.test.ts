@@ -86,6 +86,22 @@ describe("the Connect listener's codecs", () => {
     expect((await grpcClient(SessionStoreService, server.address).list({})).sessions.map((s) => s.sessionId)).not.toContain("json-typed");
   });
 
+  test("of two Timestamp fields, the one that cannot be read is named (protobuf-es names only the type)", async () => {
+    const claim = (body: unknown) => post(url("ScheduleStoreService", "ClaimSchedule"), JSON.stringify(body), { "content-type": "application/json" });
+    const bad = async (body: unknown) => (JSON.parse((await claim(body)).body.toString()) as { message: string }).message;
+    expect(await bad({ name: "x", now: "2026-01-01T00:00:00Z", nextFire: "bad" })).toBe("next_fire: cannot be read from JSON (invalid RFC 3339 string)");
+    expect(await bad({ name: "x", now: "bad", nextFire: "2026-01-01T00:00:00Z" })).toBe("now: cannot be read from JSON (invalid RFC 3339 string)");
+    expect(await bad({ name: "x", now: "2026-01-01T00:00:00Z", next_fire: true })).toMatch(/^next_fire: cannot be read from JSON \(/);
+  });
+
+  test("a JSON text that starts with a byte-order mark is read as connect-es reads it (the mark dropped)", async () => {
+    const payload = Buffer.from(JSON.stringify({ id: "json-bom" })).toString("base64");
+    const body = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify({ sessionId: "json-bom", snapshot: { format: "sessnap-json/1", payload } }))]);
+    const got = await post(url("SessionStoreService", "Save"), body, { "content-type": "application/json" });
+    expect(got.status, got.body.toString()).toBe(200);
+    expect((await grpcClient(SessionStoreService, server.address).load({ sessionId: "json-bom" })).snapshot?.format).toBe("sessnap-json/1");
+  });
+
   test("a JSON key the message does not have is still ignored, as connect-es ignores it; streaming JSON of the wrong type names the field", async () => {
     const unknownKey = await post(url("SessionStoreService", "Load"), `{"sessionId":"json-none","notAField":1}`, { "content-type": "application/json" });
     expect(JSON.parse(unknownKey.body.toString()).code).toBe("not_found");
