@@ -98,10 +98,12 @@ export class GuardedSessionManager extends Http2SessionManager {
   /** Sessions whose peer has sent its SETTINGS (an HTTP/2 server's first frame). */
   private readonly spoke = new WeakSet<Http2Session>();
   /**
-   * True when the last stream closed on a connection whose peer had sent no
-   * HTTP/2 frame: the peer closed the connection without a word, as a TLS
-   * listener dialled in cleartext does (it reads no TLS handshake and hangs
-   * up), where connect-node only says "stream closed with error code CANCEL".
+   * True when the last stream closed on the newest connection before its
+   * peer had sent any HTTP/2 frame: the peer closed the connection without a
+   * word, as a TLS listener dialled in cleartext does (it reads no TLS
+   * handshake and hangs up), where connect-node only says "stream closed
+   * with error code CANCEL". Cleared when a new connection is opened and when
+   * a peer sends its SETTINGS.
    */
   peerSilent = false;
 
@@ -111,6 +113,8 @@ export class GuardedSessionManager extends Http2SessionManager {
     if (session === undefined) return stream;
     if (!this.guarded.has(session)) {
       this.guarded.add(session);
+      // A new connection: whatever an earlier one did says nothing of this one.
+      this.peerSilent = false;
       // The calls on the session see its errors; this listener only keeps the last one from being unhandled.
       session.on("error", () => undefined);
       // Attached before any I/O callback runs after the connection opened, so the peer's SETTINGS cannot have come yet.
@@ -128,6 +132,22 @@ export class GuardedSessionManager extends Http2SessionManager {
 }
 
 /**
+ * True when `err` says the connection went away under the call: the stream
+ * close connect-node reports (CANCEL) or a reset (ECONNRESET, EPIPE; which
+ * one a TLS listener's hang-up gives depends on timing). Any other failure (a
+ * refused connection, bytes that are no HTTP/2, a deadline) says more than
+ * the silent-peer hint would.
+ */
+function hungUp(err: unknown): boolean {
+  if (err instanceof ConnectError && /^http\/2 stream closed with error code CANCEL\b/.test(err.rawMessage)) return true;
+  for (let e: unknown = err; e instanceof Error; e = e.cause === e ? undefined : e.cause) {
+    const code = (e as { code?: unknown }).code;
+    if (code === "ECONNRESET" || code === "EPIPE") return true;
+  }
+  return false;
+}
+
+/**
  * Names the likely cause when a call on a cleartext connection failed
  * because the peer hung up without a word of HTTP/2
  * ({@link GuardedSessionManager.peerSilent}): the error becomes UNAVAILABLE
@@ -140,7 +160,7 @@ function namingSilentPeer(manager: GuardedSessionManager): Interceptor {
     try {
       return await next(req);
     } catch (err) {
-      if (!manager.peerSilent) throw err;
+      if (!manager.peerSilent || !hungUp(err)) throw err;
       // The code http2-errors.ts recognises for a peer that does not speak HTTP/2.
       const silent = Object.assign(new Error("the connection closed before the driver sent any HTTP/2 frame", { cause: err }), { code: "ERR_HTTP2_ERROR" });
       throw new ConnectError(silent.message, Code.Unavailable, undefined, undefined, silent);
