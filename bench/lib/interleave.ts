@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { quantile } from "./measure.js";
 
 /** Throughput and latency of one measured phase. */
@@ -87,42 +87,33 @@ function added(total: number, seconds: number): number {
 /**
  * A CpuMeter over the processes with the given ids (read from /proc, Linux
  * only) and, unless `includeSelf` is false, this process. Each process's
- * time is the sum of its threads' run time in nanoseconds
- * (`/proc/PID/task/TID/schedstat`), not its `stat` line's clock ticks: a
- * slice of 2,000 small calls takes 50–150 ms of CPU, which 10 ms ticks would
- * meter to ±10 %. A thread that exits keeps the time last read of it.
+ * time is its `stat` line's user + system time, which counts threads that
+ * have exited too, in 10 ms clock ticks (over a run of slices the ticks'
+ * rounding mostly cancels; the main thread, metered alone, is read in
+ * nanoseconds: see {@link mainThreadCpu}).
  */
 export function processCpu(pids: readonly number[], includeSelf = true): CpuMeter {
-  const threads = pids.map(threadsCpu);
   return () => {
     const own = process.cpuUsage();
     let total = includeSelf ? (own.user + own.system) / 1e6 : 0;
-    for (const meter of threads) total += meter();
+    for (const pid of pids) total += statCpuSeconds(`/proc/${pid}/stat`);
     return total;
   };
 }
 
-/** The CPU seconds of every thread process `pid` has run (see {@link processCpu}). */
-function threadsCpu(pid: number): CpuMeter {
-  const seen = new Map<string, number>();
-  return () => {
-    for (const tid of readdirSync(`/proc/${pid}/task`)) {
-      try {
-        seen.set(tid, schedstatSeconds(`/proc/${pid}/task/${tid}/schedstat`));
-      } catch {
-        // The thread exited between the listing and the read: it keeps its last time.
-      }
-    }
-    let total = 0;
-    for (const seconds of seen.values()) total += seconds;
-    return total;
-  };
+/** User + system CPU seconds in a /proc `stat` file (a process's, every thread it has run included). */
+function statCpuSeconds(path: string): number {
+  const fields = readFileSync(path, "utf8").split(") ")[1]!.split(" ");
+  // utime and stime are fields 14 and 15 of the whole line, in clock ticks (100 per second on Linux).
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 /**
  * A CpuMeter over the main thread of process `pid` alone (Linux only): its
  * event loop, without its worker threads or V8's helper threads (garbage
- * collection, compilation).
+ * collection, compilation). Read in nanoseconds from its `schedstat`, not
+ * in clock ticks: a slice of 2,000 small calls takes 50–100 ms of a main
+ * thread's CPU, which 10 ms ticks would meter to about ±10 %.
  */
 export function mainThreadCpu(pid: number): CpuMeter {
   return () => schedstatSeconds(`/proc/${pid}/task/${pid}/schedstat`);
