@@ -2,6 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { tlsHandshakeProblem } from "./tls-errors.js";
 import { http2HandshakeProblem } from "./http2-errors.js";
+import { errorChain } from "./error-chain.js";
 
 /**
  * The ErrorInfo domain the clients trust (wire-contract.md section 3.7): a
@@ -245,10 +246,9 @@ function brokenTransport(ce: ConnectError): boolean {
   if (ce.code === Code.Internal && /NGHTTP2_REFUSED_STREAM/.test(ce.rawMessage)) return true;
   if (ce.code !== Code.Aborted && ce.code !== Code.Canceled) return false;
   if (/^http\/2 stream closed with error code/.test(ce.rawMessage)) return true;
-  for (let e: unknown = ce.cause; e instanceof Error; e = e.cause) {
+  for (const e of errorChain(ce.cause)) {
     const code = (e as { code?: unknown }).code;
     if (typeof code === "string" && BROKEN_TRANSPORT_CODES.has(code)) return true;
-    if (e.cause === e) break;
   }
   return false;
 }

@@ -1,3 +1,5 @@
+import { errorChain } from "./error-chain.js";
+
 /**
  * What went wrong when a call failed because the peer does not speak HTTP/2
  * (Node's `ERR_HTTP2_ERROR` "Protocol error", raised when the bytes it sent
@@ -8,7 +10,7 @@
  * `classify` with this message (connect-node says INTERNAL, which means a bug).
  */
 export function http2HandshakeProblem(err: unknown): string | undefined {
-  for (let e: unknown = err; e instanceof Error; e = e.cause === e ? undefined : e.cause) {
+  for (const e of errorChain(err)) {
     if ((e as { code?: unknown }).code === "ERR_HTTP2_ERROR") {
       return `the driver did not answer in HTTP/2 (${e.message}): another program may listen there, or the driver serves TLS (give --driver-tls-ca)`;
     }

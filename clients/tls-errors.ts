@@ -1,3 +1,5 @@
+import { errorChain } from "./error-chain.js";
+
 /**
  * Node's codes for a server certificate the client could not verify (the
  * X.509 verification codes node:tls reports, plus its host-name check).
@@ -37,7 +39,7 @@ function opensslReason(message: string): string {
  * `--driver-tls-cert`, `--driver-tls-key`), which the CLI shares.
  */
 export function tlsHandshakeProblem(err: unknown): string | undefined {
-  for (let e: unknown = err; e instanceof Error; e = e.cause === e ? undefined : e.cause) {
+  for (const e of errorChain(err)) {
     const code = (e as { code?: unknown }).code;
     if (typeof code !== "string") continue;
     const what = explain(code, e.message);

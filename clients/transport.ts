@@ -5,6 +5,7 @@ import { Code, ConnectError, type Interceptor, type Transport } from "@connectrp
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { DriverConfigError, parseTarget, type DriverTarget } from "./targets.js";
 import { decodeStringsVerbatim } from "../common/verbatim-utf8.js";
+import { errorChain } from "./error-chain.js";
 
 // Answers keep their strings as the server sent them, a leading U+FEFF included.
 decodeStringsVerbatim();
@@ -140,7 +141,7 @@ export class GuardedSessionManager extends Http2SessionManager {
  */
 function hungUp(err: unknown): boolean {
   if (err instanceof ConnectError && /^http\/2 stream closed with error code CANCEL\b/.test(err.rawMessage)) return true;
-  for (let e: unknown = err; e instanceof Error; e = e.cause === e ? undefined : e.cause) {
+  for (const e of errorChain(err)) {
     const code = (e as { code?: unknown }).code;
     if (code === "ECONNRESET" || code === "EPIPE") return true;
   }
