@@ -147,9 +147,7 @@ export function connectAdmission<Req extends AnyRequest, Res extends AnyResponse
     }
     // Health is open and never waits for room, as on the gRPC listener: a probe must answer while big calls fill the budget.
     const bytes = new ConnectCallBytes(health ? undefined : options.budget);
-    // The answer is written (an HTTP/2 response's own "finish" waits for its stream to close): give back the call's bytes.
-    ("stream" in res ? res.stream : res).once("finish", () => bytes.end());
-    res.once("close", () => bytes.end());
+    void answerWritten(res).then(() => bytes.end());
     const declared = Number(req.headers["content-length"]);
     if (!Number.isInteger(declared) || declared <= 0) return handler(req, res, bytes);
     bytes.reserveRequest(declared).then(
@@ -157,6 +155,20 @@ export function connectAdmission<Req extends AnyRequest, Res extends AnyResponse
       (err: ConnectError) => endWithError(req, res, err),
     );
   };
+}
+
+/**
+ * Resolves once the answer on `res` is written whole or the response is
+ * closed (its client gone), whichever comes first. On HTTP/2 the stream's
+ * own "finish" is watched: the response's waits for the stream to close.
+ * Once it resolves, the call holds nothing (its bytes are given back) and a
+ * graceful shutdown need not wait for it (connect-handler.ts).
+ */
+export function answerWritten(res: AnyResponse): Promise<void> {
+  return new Promise((resolve) => {
+    ("stream" in res ? res.stream : res).once("finish", resolve);
+    res.once("close", resolve);
+  });
 }
 
 /**

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { ConnectError, createConnectRouter } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
-import { connectAdmission, endWithError, type AdmissionOptions } from "./admission.js";
+import { answerWritten, connectAdmission, endWithError, type AdmissionOptions } from "./admission.js";
 import { checkedRequest } from "./connect-request-check.js";
 import type { ConnectCalls } from "./connect-calls.js";
 import { idleBoundedBody } from "./idle-bounded-body.js";
@@ -51,27 +51,13 @@ export function connectHandler(mounted: readonly MountedService[], admission: Ad
     const call = calls.begin(handler.method.methodKind === "server_streaming");
     // connect-es links the request's signal to the handler's: a stream's shutdown signal ends it UNAVAILABLE.
     const signal = call.shutdown === undefined ? request.signal : AbortSignal.any([request.signal, call.shutdown]);
-    const written = responseDone(res);
+    const written = answerWritten(res);
     handler({ ...request, body, signal })
-      // The answer's promise does not settle once it is written (see responseDone): the response's own end counts.
+      // connect-node 2.1's universalResponseToNodeResponse waits for an "end" event that Node's responses never emit
+      // (they emit "finish" and "close"): its promise does not settle once the answer is written, so that counts instead.
+      // Before, every Connect call stayed counted as running and SIGTERM waited all of --shutdown-grace (fresh-eyes run).
       .then((answer) => Promise.race([universalResponseToNodeResponse({ ...answer, body: answer.body && bytes.chargedAnswer(answer.body) }, res), written]))
       .catch((err: unknown) => endWithError(req, res, ConnectError.from(err)))
       .finally(call.end);
   }, admission);
-}
-
-/**
- * Resolves once `res` is written whole ("finish") or its connection or
- * stream is gone ("close"). connect-node 2.1's `universalResponseToNodeResponse`
- * waits for an "end" event after `end()`, which Node's HTTP/1.1 and HTTP/2
- * responses never emit (they are writable: "finish", "close"), so its
- * promise never settled: every Connect call stayed counted as running,
- * SIGTERM waited all of `--shutdown-grace`, and each follow's abort
- * controller was kept for the server's life (found by a fresh-eyes run).
- */
-function responseDone(res: AnyResponse): Promise<void> {
-  return new Promise((resolve) => {
-    res.once("finish", resolve);
-    res.once("close", resolve);
-  });
 }
