@@ -1,4 +1,4 @@
-import { fromJson, fromJsonString, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
+import { fromJson, type DescField, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
 import { invalidArgument } from "./errors.js";
 
 /** How connect-es reads JSON requests: unknown keys are ignored. */
@@ -18,29 +18,41 @@ const utf8 = new TextDecoder();
  * (found by a fresh-eyes run). Text that is no JSON at all, or an error that
  * fits no one field, is named `request`.
  *
- * The text is read twice (here and by connect-es): JSON requests are at most
- * 1 MiB (connect-request-check.ts `JSON_MESSAGE_BYTES`).
+ * The text is parsed twice (here, once, and by connect-es): JSON requests
+ * are at most 1 MiB (connect-request-check.ts `JSON_MESSAGE_BYTES`).
  *
  * @param input the request message type.
  * @param text the request's JSON bytes (decompressed, UTF-8, a leading byte-order mark allowed as connect-es allows it).
  * @throws ConnectError INVALID_ARGUMENT `<field>: cannot be read from JSON (<protobuf-es's reason>)`.
  */
 export function requireDecodableJson(input: DescMessage, text: Uint8Array): void {
-  const json = utf8.decode(text);
+  let parsed: JsonValue;
   try {
-    fromJsonString(input, json, READ_OPTIONS);
+    parsed = JSON.parse(utf8.decode(text)) as JsonValue;
+  } catch (err) {
+    throw invalidArgument("request", `cannot be read from JSON (${(err as Error).message})`);
+  }
+  try {
+    fromJson(input, parsed, READ_OPTIONS);
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     const found = /^cannot decode (?:field |message )?([\w.]+) from JSON: ([\s\S]*)$/.exec(message);
-    const path = found === null ? undefined : faultyPath(input, found[1]!, json);
+    const path = found === null ? undefined : faultyPath(input, found[1]!, parsed);
     throw invalidArgument(path ?? "request", `cannot be read from JSON (${found?.[2] ?? message})`);
   }
 }
 
-/** A field of the request that protobuf-es's error may mean: its proto path, and the fields leading to it from the top. */
+/**
+ * A field of the request that protobuf-es's error may mean: the fields
+ * leading to it from the top (its proto path), and how to tell whether it is
+ * the one at fault: the message `desc` that fails to read the JSON value
+ * reached by `valueAt` (the field itself for a type protobuf-es names, else
+ * the message holding the field).
+ */
 interface Candidate {
-  path: string;
   fields: DescField[];
+  valueAt: DescField[];
+  desc: DescMessage;
 }
 
 /**
@@ -49,21 +61,15 @@ interface Candidate {
  * for a well-known type such as a Timestamp, only the type
  * (`google.protobuf.Timestamp`). "request" when `name` is `input` itself.
  * When several fields fit (two Timestamps in one request), each one's value
- * in `json` is read alone and the first that fails is named; undefined when
- * none can be told apart, rather than a wrong one.
+ * in `parsed` is read alone and the first that fails is named; undefined
+ * when none can be told apart, rather than a wrong one.
  */
-function faultyPath(input: DescMessage, name: string, json: string): string | undefined {
+function faultyPath(input: DescMessage, name: string, parsed: JsonValue): string | undefined {
   if (input.typeName === name) return "request";
   const candidates: Candidate[] = [];
   collect(input, name, [], new Set(), candidates);
-  if (candidates.length <= 1) return candidates[0]?.path;
-  let parsed: JsonValue;
-  try {
-    parsed = JSON.parse(json) as JsonValue;
-  } catch {
-    return undefined;
-  }
-  return candidates.find((c) => fails(input, c, name, parsed))?.path;
+  const named = candidates.length <= 1 ? candidates[0] : candidates.find((c) => fails(c, parsed));
+  return named?.fields.map((f) => f.name).join(".");
 }
 
 /** Adds to `out` every field under `desc` (through singular message fields, each type once per path) that `name` may mean. */
@@ -71,32 +77,19 @@ function collect(desc: DescMessage, name: string, above: DescField[], seen: Set<
   seen.add(desc.typeName);
   for (const field of desc.fields) {
     const fields = [...above, field];
-    if (`${desc.typeName}.${field.name}` === name || (field.fieldKind === "message" && field.message.typeName === name)) {
-      out.push({ path: fields.map((f) => f.name).join("."), fields });
-    }
+    if (field.fieldKind === "message" && field.message.typeName === name) out.push({ fields, valueAt: fields, desc: field.message });
+    else if (`${desc.typeName}.${field.name}` === name) out.push({ fields, valueAt: above, desc });
     if (field.fieldKind === "message" && !seen.has(field.message.typeName)) collect(field.message, name, fields, new Set(seen), out);
   }
 }
 
-/**
- * True when the value of candidate `c` in `parsed` (a request of type
- * `input`) cannot be read: the field's own message when `name` is its type,
- * else the message holding the field.
- */
-function fails(input: DescMessage, c: Candidate, name: string, parsed: JsonValue): boolean {
-  const last = c.fields[c.fields.length - 1]!;
-  const typeMatch = last.fieldKind === "message" && last.message.typeName === name;
-  const path = typeMatch ? c.fields : c.fields.slice(0, -1);
+/** True when candidate `c`'s value in `parsed` is there and its message cannot read it. */
+function fails(c: Candidate, parsed: JsonValue): boolean {
   let value: JsonValue | undefined = parsed;
-  let desc = input;
-  for (const f of path) {
-    value = valueOf(value, f);
-    if (f.fieldKind !== "message") return false;
-    desc = f.message;
-  }
+  for (const f of c.valueAt) value = valueOf(value, f);
   if (value === undefined) return false;
   try {
-    fromJson(desc, value, READ_OPTIONS);
+    fromJson(c.desc, value, READ_OPTIONS);
     return false;
   } catch {
     return true;
@@ -105,6 +98,6 @@ function fails(input: DescMessage, c: Candidate, name: string, parsed: JsonValue
 
 /** The value of `field` in the JSON object `value` (under its JSON name or its proto name); undefined when absent or `value` is no object. */
 function valueOf(value: JsonValue | undefined, field: DescField): JsonValue | undefined {
-  if (value === null || typeof value !== "object" || Array.isArray(value)) return undefined;
+  if (value === null || value === undefined || typeof value !== "object" || Array.isArray(value)) return undefined;
   return value[field.jsonName] ?? value[field.name];
 }
