@@ -14,7 +14,7 @@ import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { SessionLeaseService } from "../../gen/mecatl/driver/v1/session_lease_pb.js";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { slotOfTag } from "../../services/storage/redis-layout.js";
-import { DEFAULT_KEYS, fileCluster } from "../helpers/backends.js";
+import { DEFAULT_KEYS, fileCluster, idsInPartition } from "../helpers/backends.js";
 import type { ClusterNode, SpawnedCluster } from "../helpers/redis-cluster.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
@@ -22,13 +22,6 @@ import { EVENT_FORMAT, readBodies } from "../helpers/event-log.js";
 import { waitFor } from "../helpers/wait.js";
 
 const enc = new TextEncoder();
-
-/** `n` ids of partition 0, starting with `hint`. */
-function idsInPartition0(hint: string, n: number): string[] {
-  const out: string[] = [];
-  for (let i = 0; out.length < n; i++) if (DEFAULT_KEYS.layout.partitionOf(`${hint}-${i}`) === 0) out.push(`${hint}-${i}`);
-  return out;
-}
 
 /** Runs one command on a node. */
 async function command(node: ClusterNode, ...args: string[]): Promise<unknown> {
@@ -76,11 +69,11 @@ describe("a slot migrating between primaries under traffic", () => {
     const to = (await cluster.primaries()).find((n) => n.port !== from.port)!;
 
     // Enough keys in the slot that it moves in many batches.
-    const filler = idsInPartition0("fill", 120);
+    const filler = idsInPartition(0, "fill", 120);
     await Promise.all(filler.map((id) => sessions.save({ sessionId: id, snapshot: { format: "sessnap-json/1", payload: enc.encode(`{"id":"${id}"}`) } })));
-    const logs = idsInPartition0("log", 3);
-    const [saved] = idsInPartition0("saved", 1);
-    const [leased] = idsInPartition0("leased", 1);
+    const logs = idsInPartition(0, "log", 3);
+    const [saved] = idsInPartition(0, "saved", 1);
+    const [leased] = idsInPartition(0, "leased", 1);
     let lease = (await leases.acquire({ sessionId: leased!, owner: "keeper" })).lease!;
 
     let stop = false;

@@ -13,17 +13,12 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { ConnectError } from "@connectrpc/connect";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { slotOfTag } from "../../services/storage/redis-layout.js";
-import { DEFAULT_KEYS, fileCluster } from "../helpers/backends.js";
+import { DEFAULT_KEYS, fileCluster, idsInPartition } from "../helpers/backends.js";
 import type { SpawnedCluster } from "../helpers/redis-cluster.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 
 const enc = new TextEncoder();
-
-/** An id of partition `p`, starting from `hint`. */
-function idIn(p: number, hint: string): string {
-  for (let i = 0; ; i++) if (DEFAULT_KEYS.layout.partitionOf(`${hint}-${i}`) === p) return `${hint}-${i}`;
-}
 
 describe("reads beside a slot that moved to another primary", () => {
   let cluster: SpawnedCluster;
@@ -42,7 +37,7 @@ describe("reads beside a slot that moved to another primary", () => {
     const slots = [0, 1, 2].map((p) => slotOfTag(DEFAULT_KEYS.layout.tag(p)));
     const home = await cluster.primaryOf(slots[0]!);
     for (const slot of slots) expect((await cluster.primaryOf(slot)).port).toBe(home.port);
-    const ids = [0, 1, 2].map((p) => idIn(p, `moved-${p}`));
+    const ids = [0, 1, 2].map((p) => idsInPartition(p, `moved-${p}`, 1)[0]!);
     for (const id of ids) await sessions.save({ sessionId: id, snapshot: { format: "sessnap-json/1", payload: enc.encode(`{"id":"${id}"}`) } });
 
     const failures: string[] = [];

@@ -128,6 +128,17 @@ export function rawRedis(setup: BackendSetup): Redis | Cluster | undefined {
 /** The keys of a store served with the default `--redis-key-prefix` (and partition count). */
 export const DEFAULT_KEYS = new RedisKeys("mecatl-drivers:");
 
+/**
+ * `n` session ids (`hint-0`, `hint-1`, ... those that fit) whose records
+ * fall in partition `partition` of {@link DEFAULT_KEYS}' layout, so in that
+ * partition's hash slot on a Redis Cluster.
+ */
+export function idsInPartition(partition: number, hint: string, n: number): string[] {
+  const out: string[] = [];
+  for (let i = 0; out.length < n; i++) if (DEFAULT_KEYS.layout.partitionOf(`${hint}-${i}`) === partition) out.push(`${hint}-${i}`);
+  return out;
+}
+
 /** The Redis Cluster backend alone (see {@link fileCluster}). */
 export function clusterBackends(): TestBackend[] {
   return [redisCluster()];
