@@ -4,6 +4,7 @@ import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
+import { allBackends, type TestBackend } from "../helpers/backends.js";
 
 /**
  * The Connect listener answers bad request bytes and oversized JSON as the
@@ -13,17 +14,22 @@ import { grpcClient } from "../helpers/clients.js";
  * every framing (Connect unary, gzip-compressed, Connect streaming,
  * gRPC-Web), and store nothing; JSON messages are limited to 1 MiB
  * (services/server/connect-request-check.ts JSON_MESSAGE_BYTES), because
- * protobuf-es writes their `bytes` fields as base64 on the event loop.
+ * protobuf-es writes their `bytes` fields as base64 on the event loop. On
+ * every backend: what a refusal leaves stored is the store's.
  */
-describe("the Connect listener's codecs", () => {
+describe.each(allBackends())("the Connect listener's codecs, on $name", (backend: TestBackend) => {
   let server: ServerProcess;
   let url: (service: string, method: string) => string;
   const MiB = 1024 * 1024;
   beforeAll(async () => {
-    server = await startServer(["--store", "sqlite::memory:", "--connect-listen", "127.0.0.1:0"]);
+    const { store, args } = await backend.setup();
+    server = await startServer(["--store", store, "--connect-listen", "127.0.0.1:0", ...args]);
     url = (service, method) => `http://${server.connectAddress}/mecatl.driver.v1.${service}/${method}`;
   });
-  afterAll(() => server?.stop());
+  afterAll(async () => {
+    await server?.stop();
+    await backend.teardown();
+  });
 
   const post = async (path: string, body: Uint8Array | string, headers: Record<string, string>) => {
     const res = await fetch(path, { method: "POST", body, headers });
