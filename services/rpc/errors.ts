@@ -58,6 +58,23 @@ export function toConnectError(err: unknown): ConnectError {
 }
 
 /**
+ * The reason a call's signal aborts with when its client, or the connection
+ * under it, closed the call before it ended: CANCELLED, as gRPC reports a call
+ * its client gave up (wire-contract.md section 1). Every way a peer can close
+ * a stream counts: a gRPC cancel, an HTTP/2 reset with any error code (a
+ * connect-node client resets with INTERNAL_ERROR when its own deadline
+ * passes), an HTTP/1.1 connection that closed. Before, the Connect listener
+ * passed on connect-node's reading of the reset code, so such a call was
+ * counted and logged as an INTERNAL error of the server.
+ *
+ * @param how what the transport saw, e.g. `http/2 stream closed with error
+ *   code INTERNAL_ERROR (0x2)`; kept in the message for the log, never sent.
+ */
+export function cancelledByClient(how?: string): ConnectError {
+  return new ConnectError(how === undefined ? "the client cancelled the call" : `the client cancelled the call (${how})`, Code.Canceled);
+}
+
+/**
  * The error a server stream (follow, health Watch) ends with when the server
  * shuts down: UNAVAILABLE, so that its client resumes on another instance
  * (README "Shutdown"; a follow resumes from its last cursor).

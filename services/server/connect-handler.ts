@@ -4,6 +4,7 @@ import { ConnectError, createConnectRouter } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { answerWritten, connectAdmission, endWithError, type AdmissionOptions } from "./admission.js";
 import { checkedRequest } from "./connect-request-check.js";
+import { clientClosedSignal } from "./client-closed-signal.js";
 import type { ConnectCalls } from "./connect-calls.js";
 import { idleBoundedBody } from "./idle-bounded-body.js";
 import { leaveLongConnectDeadlineToClient } from "./long-deadlines.js";
@@ -27,7 +28,8 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
  * budget, or any failure after the handler ran, ends the call in its
  * protocol ({@link endWithError}). An unknown path is HTTP 404.
  *
- * Every call is noted in `calls` until its handler has returned and its
+ * A call its client closes (any HTTP/2 reset code) ends CANCELLED
+ * (client-closed-signal.ts). Every call is noted in `calls` until its handler has returned and its
  * answer is written (or its client is gone), and a server stream ends
  * UNAVAILABLE when `calls` shuts down (connect-calls.ts).
  *
@@ -49,8 +51,10 @@ export function connectHandler(mounted: readonly MountedService[], admission: Ad
     const arriving = idleBoundedBody(request.body as AsyncIterable<Uint8Array>, admission.requestIdleMs);
     const body = checkedRequest(bytes.chargedRequest(arriving), request.header, handler.method.input, maxMessageBytes);
     const call = calls.begin(handler.method.methodKind === "server_streaming");
-    // connect-es links the request's signal to the handler's: a stream's shutdown signal ends it UNAVAILABLE.
-    const signal = call.shutdown === undefined ? request.signal : AbortSignal.any([request.signal, call.shutdown]);
+    // connect-es links the request's signal to the handler's: a client that closes the call ends it CANCELLED
+    // whatever its reset code (client-closed-signal.ts), and a stream's shutdown signal ends it UNAVAILABLE.
+    const closed = clientClosedSignal(request.signal);
+    const signal = call.shutdown === undefined ? closed : AbortSignal.any([closed, call.shutdown]);
     const written = answerWritten(res);
     handler({ ...request, body, signal })
       // connect-node 2.1's universalResponseToNodeResponse waits for an "end" event that Node's responses never emit

@@ -2,7 +2,7 @@ import * as grpc from "@grpc/grpc-js";
 import { create, isMessage, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type ContextValues, type HandlerContext } from "@connectrpc/connect";
 import { encodeStatusDetails } from "./status-details.js";
-import { shuttingDown, toConnectError } from "../rpc/errors.js";
+import { cancelledByClient, shuttingDown, toConnectError } from "../rpc/errors.js";
 import { decodeRequest } from "../rpc/decode-request.js";
 import { hasFramingRoom, preEncoded } from "../rpc/encoded-answer.js";
 import { frameInPlace } from "./grpc-framed-answers.js";
@@ -190,10 +190,6 @@ function headersOf(metadata: grpc.Metadata): Headers {
     if (typeof value === "string") headers.set(key, value);
   }
   return headers;
-}
-
-function cancelledByClient(): ConnectError {
-  return new ConnectError("the client cancelled the call", Code.Canceled);
 }
 
 /**
