@@ -1,7 +1,9 @@
 import { Command } from "commander";
 import type { CursorRecord, EventLogClient } from "../event-log-client.js";
 import { tailCursor } from "../event-log-tail.js";
+import { followResuming } from "../event-log-resume.js";
 import { idProblem } from "../../common/id-rules.js";
+import { parseDurationOrZero } from "../../common/flag-parsers.js";
 import { leafCommand, parseCount, readFileFlag, withClients, type CommonFlags } from "./common.js";
 import { action, EXIT_FAILURE, printJsonLine, UsageError } from "./output.js";
 
@@ -9,6 +11,8 @@ interface ReadFlags extends CommonFlags {
   cursor?: string;
   limit?: number;
   follow?: boolean;
+  /** Milliseconds a follow keeps trying to resume after an interruption; 0: it ends at the first. */
+  resumeFor: number;
 }
 
 interface TailFlags extends ReadFlags {
@@ -77,15 +81,25 @@ function interruptSignal(): { signal: AbortSignal; dispose(): void } {
 
 /**
  * Streams records into `printer` until the log (or `--limit`) ends or, when
- * following, until SIGINT/SIGTERM; then prints the count. A read that fails
- * prints the count only when records came before the failure (where to
- * resume), not a "0 record(s)" before the error.
+ * following, until SIGINT/SIGTERM; then prints the count. A follow the
+ * server or the connection ends (a server restarting, `--max-connection-age`,
+ * `follow_lagging`) is opened again after the last record printed, for up to
+ * `--resume-for` (event-log-resume.ts), saying so on stderr. A read that fails prints the
+ * count only when records came before the failure (where to resume), not a
+ * "0 record(s)" before the error.
  */
 async function readInto(log: EventLogClient, sessionId: string, flags: ReadFlags, cursor: string | undefined, printer: RecordPrinter): Promise<void> {
   const interrupt = interruptSignal();
   let failed = false;
+  const onInterrupted = (err: Error, after: string, attempt: number) =>
+    process.stderr.write(`mecatl-drivers: the follow was interrupted (${err.message}); following again after ${after === "" ? "the beginning" : `cursor ${after}`}${attempt > 1 ? ` (attempt ${attempt})` : ""}\n`);
+  const options = { cursor, limit: flags.limit ?? 0, signal: interrupt.signal };
+  const records =
+    flags.follow !== true ? log.readAfter(sessionId, options)
+    : flags.resumeFor === 0 ? log.readAfter(sessionId, { ...options, follow: true })
+    : followResuming(log, sessionId, { ...options, resumeForMs: flags.resumeFor, onInterrupted });
   try {
-    for await (const r of log.readAfter(sessionId, { cursor, limit: flags.limit ?? 0, follow: flags.follow ?? false, signal: interrupt.signal })) printer.print(r);
+    for await (const r of records) printer.print(r);
   } catch (err) {
     failed = true;
     throw err;
@@ -159,7 +173,8 @@ function readOptions(cmd: Command): Command {
   return cmd
     .argument("<session-id>", "the session whose log to read")
     .option("--cursor <cursor>", "start strictly after this cursor (as printed by an earlier read)")
-    .option("--limit <n>", "stop after this many records (gaps count); 0 = no limit", parseCount);
+    .option("--limit <n>", "stop after this many records (gaps count); 0 = no limit", parseCount)
+    .option("--resume-for <duration>", "when a follow is interrupted (the server restarts or shuts down, --max-connection-age cuts the connection, follow_lagging), read again after the last record printed, retrying for this long before giving up; 0 = end at the first interruption", parseDurationOrZero, 300_000);
 }
 
 /**
