@@ -57,6 +57,30 @@ test("deleting 50 MiB of sessions shrinks the file and the WAL, and the free byt
   expect((await c.sessions.load({ sessionId: "after" })).snapshot).toBeDefined();
 }, 120_000);
 
+test("the idle pass waits until the writer has had no write for a second: freed space stays while writes keep coming", async () => {
+  const path = join(dir, "busy.sqlite");
+  const server = await startServer(["--store", `sqlite:${path}`]);
+  servers.push(server);
+  const c = writeClients(server.address);
+  const ids = Array.from({ length: 20 }, (_, i) => `freed-${i}`);
+  for (const id of ids) {
+    const text = randomBytes(768 * 1024).toString("base64");
+    await c.sessions.save({ sessionId: id, snapshot: { format: "sessnap-json/1", payload: sessnap({ id, messages: [{ role: "user", text }] }) } });
+  }
+  for (const id of ids) await c.sessions.delete({ sessionId: id });
+  const freed = onDisk(path);
+  expect(freed).toBeGreaterThan(20 * MiB);
+  // 3 s of small writes, one every 50 ms: the writer is never quiet for a second, so nothing is given back yet
+  // (the idle pass's steps and truncating checkpoint would make these writes wait). Reads do not count: they do not reach the writer.
+  const until = Date.now() + 3_000;
+  for (let i = 0; Date.now() < until; i++) {
+    await c.sessions.save({ sessionId: "small", snapshot: { format: "sessnap-json/1", payload: sessnap({ id: "small", messages: [{ role: "user", text: String(i) }] }) } });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  expect(onDisk(path)).toBeGreaterThan(freed - 2 * MiB);
+  await waitFor(() => onDisk(path) < 8 * MiB, 30_000, "the file and its WAL to shrink once calls stopped");
+}, 120_000);
+
 test("a new file has incremental auto-vacuum from the start: the listening line reports no VACUUM", async () => {
   const server = await startServer(["--store", `sqlite:${join(dir, "new.sqlite")}`]);
   servers.push(server);
