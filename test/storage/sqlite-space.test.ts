@@ -38,16 +38,22 @@ function onDisk(path: string): number {
   return size(path) + size(`${path}-wal`);
 }
 
+/** Saves `count` sessions of about 1 MiB each (768 KiB of random bytes, base64) named `prefix-N`, and returns their ids. */
+async function saveLarge(c: ReturnType<typeof writeClients>, prefix: string, count: number): Promise<string[]> {
+  const ids = Array.from({ length: count }, (_, i) => `${prefix}-${i}`);
+  for (const id of ids) {
+    const text = randomBytes(768 * 1024).toString("base64");
+    await c.sessions.save({ sessionId: id, snapshot: { format: "sessnap-json/1", payload: sessnap({ id, messages: [{ role: "user", text }] }) } });
+  }
+  return ids;
+}
+
 test("deleting 50 MiB of sessions shrinks the file and the WAL, and the free bytes metric drops", async () => {
   const path = join(dir, "space.sqlite");
   const server = await startServer(["--store", `sqlite:${path}`, ...METRICS_FLAGS, "--store-size-interval", "200ms"]);
   servers.push(server);
   const c = writeClients(server.address);
-  const ids = Array.from({ length: 50 }, (_, i) => `big-${i}`);
-  for (const id of ids) {
-    const text = randomBytes(768 * 1024).toString("base64");
-    await c.sessions.save({ sessionId: id, snapshot: { format: "sessnap-json/1", payload: sessnap({ id, messages: [{ role: "user", text }] }) } });
-  }
+  const ids = await saveLarge(c, "big", 50);
   expect(onDisk(path)).toBeGreaterThan(50 * MiB);
   for (const id of ids) await c.sessions.delete({ sessionId: id });
   await waitFor(() => onDisk(path) < 8 * MiB, 30_000, "the file and its WAL to shrink below 8 MiB");
@@ -62,11 +68,7 @@ test("the idle pass waits until the writer has had no write for a second: freed 
   const server = await startServer(["--store", `sqlite:${path}`]);
   servers.push(server);
   const c = writeClients(server.address);
-  const ids = Array.from({ length: 20 }, (_, i) => `freed-${i}`);
-  for (const id of ids) {
-    const text = randomBytes(768 * 1024).toString("base64");
-    await c.sessions.save({ sessionId: id, snapshot: { format: "sessnap-json/1", payload: sessnap({ id, messages: [{ role: "user", text }] }) } });
-  }
+  const ids = await saveLarge(c, "freed", 20);
   for (const id of ids) await c.sessions.delete({ sessionId: id });
   const freed = onDisk(path);
   expect(freed).toBeGreaterThan(20 * MiB);
