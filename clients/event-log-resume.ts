@@ -22,6 +22,23 @@ export interface ResumingFollowOptions {
 }
 
 /**
+ * How long, in milliseconds, a resumed stream must stay open without failing
+ * to count as resumed when no record comes (a server that is down or
+ * refusing fails a call within milliseconds).
+ */
+const OPENED_MS = 250;
+
+/** Resolves once `first` settles with a step or {@link OPENED_MS} pass; rejects when `first` fails before that. */
+async function openedOrFailed(first: Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([first, new Promise((resolve) => (timer = setTimeout(resolve, OPENED_MS)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
  * True for a follow's end that a reader resumes from its last cursor: the
  * server or the connection went away (UNAVAILABLE: a server shutting down,
  * `--max-connection-age` cutting the connection, a lost connection, a store
@@ -38,8 +55,10 @@ export function resumableFollowEnd(err: unknown): err is InfrastructureError {
  * a new one is opened strictly after the last record delivered, so no record
  * is skipped or repeated. A resume that fails is tried again with a growing,
  * randomised backoff (p-retry: 100 ms doubling to 5 s) for up to
- * `resumeForMs`; the first open is not retried, so a wrong target fails at
- * once. The clients themselves never retry (section 1): this is for
+ * `resumeForMs` from the cut; a resume counts as done once its stream
+ * delivers a record or stays open for a quarter second, so each later cut gets the
+ * whole `resumeForMs` again. The first open is not retried, so a wrong target
+ * fails at once. The clients themselves never retry (section 1): this is for
  * readers that want a log followed until they stop it, such as
  * `mecatl-drivers events tail`.
  *
@@ -55,26 +74,33 @@ export async function* followResuming(log: EventLogClient, sessionId: string, op
   const stopped = () => signal?.aborted === true;
   const open = () => log.readAfter(sessionId, { cursor, limit: limit === 0 ? 0 : limit - delivered, follow: true, signal })[Symbol.asyncIterator]();
   let stream = open();
-  let step = await stream.next();
+  let pending = stream.next();
+  // The first open is not retried: a stream that fails before it is open (a wrong target) fails the follow.
+  await openedOrFailed(pending);
   for (;;) {
     try {
-      while (step.done !== true) {
+      for (let step = await pending; step.done !== true; step = await pending) {
         cursor = step.value.cursor;
         delivered++;
         yield step.value;
-        step = await stream.next();
+        pending = stream.next();
       }
       return;
     } catch (err) {
       if (!resumableFollowEnd(err) || stopped()) throw err;
+      // The stream was cut after the last record the limit allowed, before its clean end: nothing is left to read.
+      if (limit > 0 && delivered >= limit) return;
       options.onInterrupted?.(err, cursor, 1);
     }
     try {
-      // An attempt succeeds once its stream delivers a record or ends; until then it may fail and is retried.
-      [stream, step] = await pRetry(
+      // An attempt succeeds once its stream delivers a record, ends, or stays open for OPENED_MS without failing
+      // (a follow of a quiet log may wait for hours): then the clock and the backoff start over at the next cut.
+      [stream, pending] = await pRetry(
         async () => {
           const next = open();
-          return [next, await next.next()] as const;
+          const first = next.next();
+          await openedOrFailed(first);
+          return [next, first] as const;
         },
         {
           retries: Number.POSITIVE_INFINITY,

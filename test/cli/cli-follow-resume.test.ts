@@ -62,6 +62,24 @@ describe.each(sharedBackends())("events tail across interruptions, on $name", (b
     expect(r.stderr).toContain(`${ns.length} record(s); resume with --cursor`);
   });
 
+  test("a quiet follow keeps resuming past --resume-for: each resume that opens gives the next cut the whole window again", async () => {
+    const { store, args } = await backend.setup();
+    server = await startServer(["--store", store, ...args, "--max-connection-age", "1s", "--max-connection-age-grace", "100ms"]);
+    await appendSlowly(server.address, "quiet", [1], 0);
+    follower = spawnCli(["events", "tail", "quiet", "--json", "--resume-for", "2s", "--event-log-url", server.address]);
+    await waitFor(() => printed(follower!).length >= 1, 10_000, "the record before the quiet time");
+    // About 5 s without a record: the connection is cut 4 times or so, each more than --resume-for after the first.
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    expect(follower.exitCode).toBeNull();
+    expect(follower.out.stderr.match(/the follow was interrupted/g)?.length ?? 0).toBeGreaterThanOrEqual(3);
+    await appendSlowly(server.address, "quiet", [2], 0);
+    await waitFor(() => printed(follower!).length >= 2, 10_000, "the record after the quiet time");
+    follower.kill("SIGINT");
+    const r = await finished(follower);
+    expect(r.code).toBe(0);
+    expect(printed(follower)).toEqual([1, 2]);
+  });
+
   test("resumes after the server restarts on the same port", async () => {
     const { store, args } = await backend.setup();
     const listen = `127.0.0.1:${await freePort()}`;
