@@ -234,9 +234,10 @@ const BROKEN_TRANSPORT_CODES = new Set(["ECONNRESET", "EPIPE", "ERR_STREAM_DESTR
  * True when `ce` did not come from the driver but from the local HTTP/2
  * stack, because the connection or the stream broke under the call (the
  * server process died, a proxy reset the connection, a server shutting down
- * refused a new stream): connect-node reports these as ABORTED (ECONNRESET,
- * a destroyed stream), CANCELLED (an RST_STREAM with CANCEL) or INTERNAL (an
- * RST_STREAM with REFUSED_STREAM), where grpc-go, which the harness uses,
+ * refused a new stream) or could not be opened: connect-node reports these
+ * as ABORTED (ECONNRESET, a destroyed stream), CANCELLED (an RST_STREAM with
+ * CANCEL) or INTERNAL (an RST_STREAM with REFUSED_STREAM; a failed
+ * `connect`, such as ENOENT at a unix: target), where grpc-go, which the harness uses,
  * reports UNAVAILABLE. They are treated as UNAVAILABLE so that a broken connection
  * is never read as a rule's answer (ABORTED means "deletion pending" to the
  * schedule store) and callers can tell an outage (issue 9).
@@ -244,6 +245,9 @@ const BROKEN_TRANSPORT_CODES = new Set(["ECONNRESET", "EPIPE", "ERR_STREAM_DESTR
 function brokenTransport(ce: ConnectError): boolean {
   // A stream refused (RST_STREAM REFUSED_STREAM: a server shutting down after GOAWAY) was never processed; connect-node says INTERNAL.
   if (ce.code === Code.Internal && /NGHTTP2_REFUSED_STREAM/.test(ce.rawMessage)) return true;
+  // A connection that could not be opened: connect-node says UNAVAILABLE only for ECONNREFUSED and name lookups, and
+  // INTERNAL for the rest, e.g. ENOENT when no socket file is at a unix: target (a server stopped removes its own).
+  if (ce.code === Code.Internal && [...errorChain(ce.cause)].some((e) => (e as { syscall?: unknown }).syscall === "connect")) return true;
   if (ce.code !== Code.Aborted && ce.code !== Code.Canceled) return false;
   if (/^http\/2 stream closed with error code/.test(ce.rawMessage)) return true;
   for (const e of errorChain(ce.cause)) {

@@ -13,6 +13,8 @@ import { CleartextRefusedError, DriverConnections } from "../../clients/transpor
 import { openDriverClients } from "../../clients/factory.js";
 import { addDriverOptions, driverClientOptions, type DriverFlags } from "../../clients/driver-flags.js";
 import { InfrastructureError } from "../../clients/errors.js";
+import { EventLogClient } from "../../clients/event-log-client.js";
+import { Code } from "@connectrpc/connect";
 
 const snapshot = (id: string) => new TextEncoder().encode(JSON.stringify({ id }));
 
@@ -165,6 +167,19 @@ describe("connections against servers", () => {
         clients.close();
       }
     });
+  });
+
+  test("a unix: target with no socket file (its server stopped and removed it) is UNAVAILABLE, as a refused port is", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mecatl-unix-gone-"));
+    try {
+      const log = new EventLogClient(new DriverConnections({}).transport(`unix:${join(dir, "gone.sock")}`));
+      const err = await log.append("s", "{}").catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(InfrastructureError);
+      expect((err as InfrastructureError).code).toBe(Code.Unavailable);
+      expect((err as Error).message).toContain("ENOENT");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   describe("a real server with mutual TLS", () => {
