@@ -15,11 +15,27 @@ import bytes from "bytes";
  */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
-/** A duration such as `30s`, `500ms` or `2m` in milliseconds, without an upper bound. @throws InvalidArgumentError when the text is not a positive duration. */
+/**
+ * A duration such as `30s`, `500ms` or `2m` in milliseconds (`ms`), or
+ * undefined when the text is none: empty, a number without a unit (`5`
+ * would read as 5 ms, seldom what was meant), or anything `ms` cannot read.
+ */
+function readDuration(text: string): number | undefined {
+  if (/^\s*[+-]?[0-9.]*\s*$/.test(text)) return undefined;
+  let value: number | undefined;
+  try {
+    value = ms(text as ms.StringValue);
+  } catch {
+    // ms throws on an empty or over-long string
+  }
+  return typeof value === "number" && Number.isFinite(value) ? value : undefined;
+}
+
+/** A positive duration in milliseconds, without an upper bound. @throws InvalidArgumentError when the text is not one. */
 function durationMs(text: string): number {
-  const value = ms(text as ms.StringValue);
-  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
-    throw new InvalidArgumentError(`expected a positive duration such as 30s, 500ms or 2m, got ${JSON.stringify(text)}`);
+  const value = readDuration(text);
+  if (value === undefined || value <= 0) {
+    throw new InvalidArgumentError(`expected a positive duration with its unit, such as 30s, 500ms or 2m, got ${JSON.stringify(text)}`);
   }
   return value;
 }
@@ -60,12 +76,15 @@ export function parseDurationAtLeast(minMs: number, reason: string, maxMs = MAX_
 }
 
 /**
- * Parses a duration flag that may also be `0` (off), in milliseconds.
+ * Parses a duration flag that may also be zero (off: `0`, `0s`, `0ms`), in milliseconds.
  *
- * @throws InvalidArgumentError when the text is neither `0` nor a positive duration.
+ * @throws InvalidArgumentError when the text is neither zero nor a positive duration.
  */
 export function parseDurationOrZero(text: string): number {
-  return text.trim() === "0" ? 0 : parseDuration(text);
+  if (text.trim() === "0" || readDuration(text) === 0) return 0;
+  const value = readDuration(text);
+  if (value === undefined || value < 0) throw new InvalidArgumentError(`expected 0 (off) or a positive duration with its unit, such as 30s, 500ms or 2m, got ${JSON.stringify(text)}`);
+  return atMost(value, MAX_TIMER_MS, text);
 }
 
 /**
