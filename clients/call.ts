@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { classify, InvalidRequestError, toAbortReason, type StatusMapper } from "./errors.js";
+import { classify, InvalidRequestError, refusedStream, toAbortReason, type StatusMapper } from "./errors.js";
 import { deadlineAfter, MAX_TIMER_MS } from "../common/timer-limit.js";
 
 /**
@@ -27,18 +27,26 @@ export interface CallOptions {
  * which cancels the call with DEADLINE_EXCEEDED when the deadline passes
  * ({@link callerError} then gives the same `TimeoutError`); such a request
  * carries no `grpc-timeout`, as the server would drop it (wire-contract.md
- * section 1: the caller's deadline is the client's to keep). `clear` when
- * the call is over.
+ * section 1: the caller's deadline is the client's to keep). `remainingMs`
+ * is what each send of the call passes as `timeoutMs` (what is left of the
+ * deadline; undefined for none or one timed here). `clear` when the call is
+ * over.
  *
  * @throws InvalidRequestError naming `timeoutMs` when it is not a number (NaN): no RPC is sent.
  */
-function callDeadline(operation: string, options: CallOptions | undefined): { timeoutMs?: number; signal?: AbortSignal; clear: () => void } {
+function callDeadline(operation: string, options: CallOptions | undefined): { remainingMs: () => number | undefined; signal?: AbortSignal; clear: () => void } {
   const timeoutMs = options?.timeoutMs;
   if (timeoutMs !== undefined && (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs))) {
     throw new InvalidRequestError(`timeoutMs must be a number of milliseconds, got ${String(timeoutMs)}`, operation);
   }
-  if (timeoutMs === undefined || timeoutMs <= MAX_TIMER_MS) return { timeoutMs, clear: () => undefined };
-  return deadlineAfter(timeoutMs, () => new ConnectError(`the deadline of ${timeoutMs} ms passed`, Code.DeadlineExceeded));
+  if (timeoutMs === undefined) return { remainingMs: () => undefined, clear: () => undefined };
+  if (timeoutMs > MAX_TIMER_MS) {
+    const held = deadlineAfter(timeoutMs, () => new ConnectError(`the deadline of ${timeoutMs} ms passed`, Code.DeadlineExceeded));
+    return { remainingMs: () => undefined, signal: held.signal, clear: held.clear };
+  }
+  // A call sent again after a refusal gets what is left of the deadline (whole milliseconds, as grpc-timeout carries), not all of it again.
+  const started = performance.now();
+  return { remainingMs: () => Math.max(Math.min(timeoutMs, 0), Math.floor(timeoutMs - (performance.now() - started))), clear: () => undefined };
 }
 
 /** One signal that aborts when any of `signals` does (undefined ones left out). */
@@ -72,13 +80,35 @@ export async function unaryCall<T>(
 ): Promise<T> {
   if (options?.signal?.aborted) throw toAbortReason(options.signal);
   const deadline = callDeadline(operation, options);
+  const signal = anyOf(options?.signal, deadline.signal);
   try {
-    return await run({ signal: anyOf(options?.signal, deadline.signal), timeoutMs: deadline.timeoutMs });
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await run({ signal, timeoutMs: deadline.remainingMs() });
+      } catch (err) {
+        if (!sendAgain(err, attempt, signal)) throw err;
+      }
+    }
   } catch (err) {
     throw callerError(err, operation, options, map);
   } finally {
     deadline.clear();
   }
+}
+
+/** Sends of one call at most: the first and {@link REFUSED_SENDS} − 1 more after refused streams. */
+const REFUSED_SENDS = 3;
+
+/**
+ * Whether a call whose attempt `attempt` failed with `err` is sent again: only
+ * when the server refused its stream unprocessed ({@link refusedStream}), at
+ * most {@link REFUSED_SENDS} sends in all, within the caller's deadline and
+ * signal. This is not a retry of the call's outcome, which the clients never
+ * make (wire-contract.md section 1): nothing of a refused stream ran, and
+ * grpc-go, which the harness uses, sends such a stream again by itself.
+ */
+function sendAgain(err: unknown, attempt: number, signal: AbortSignal | undefined): boolean {
+  return attempt < REFUSED_SENDS && signal?.aborted !== true && refusedStream(err);
 }
 
 /**
@@ -101,9 +131,19 @@ export async function* streamCall<M, R>(
   const deadline = callDeadline(operation, options);
   const signal = anyOf(options?.signal, local.signal, deadline.signal)!;
   try {
-    for await (const message of open({ signal, timeoutMs: deadline.timeoutMs })) {
-      if (options?.signal?.aborted) return;
-      yield check(message);
+    // A stream the server refused before its first message is opened again (see sendAgain).
+    let received = false;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        for await (const message of open({ signal, timeoutMs: deadline.remainingMs() })) {
+          received = true;
+          if (options?.signal?.aborted) return;
+          yield check(message);
+        }
+        return;
+      } catch (err) {
+        if (received || !sendAgain(err, attempt, signal)) throw err;
+      }
     }
   } catch (err) {
     if (options?.signal?.aborted) return;

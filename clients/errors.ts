@@ -243,8 +243,7 @@ const BROKEN_TRANSPORT_CODES = new Set(["ECONNRESET", "EPIPE", "ERR_STREAM_DESTR
  * schedule store) and callers can tell an outage (issue 9).
  */
 function brokenTransport(ce: ConnectError): boolean {
-  // A stream refused (RST_STREAM REFUSED_STREAM: a server shutting down after GOAWAY) was never processed; connect-node says INTERNAL.
-  if (ce.code === Code.Internal && /NGHTTP2_REFUSED_STREAM/.test(ce.rawMessage)) return true;
+  if (refusedStream(ce)) return true;
   // A connection that could not be opened: connect-node says UNAVAILABLE only for ECONNREFUSED and name lookups, and
   // INTERNAL for the rest, e.g. ENOENT when no socket file is at a unix: target (a server stopped removes its own).
   if (ce.code === Code.Internal && [...errorChain(ce.cause)].some((e) => (e as { syscall?: unknown }).syscall === "connect")) return true;
@@ -255,6 +254,19 @@ function brokenTransport(ce: ConnectError): boolean {
     if (typeof code === "string" && BROKEN_TRANSPORT_CODES.has(code)) return true;
   }
   return false;
+}
+
+/**
+ * True when `err` is the server's refusal of a stream it never processed
+ * (RST_STREAM REFUSED_STREAM, RFC 9113 section 8.7: a server closing its
+ * connection for `--max-connection-age` or a shutdown refuses the streams
+ * that raced its GOAWAY). connect-node reports it as INTERNAL. Such a call
+ * can be sent again as it is: nothing of it ran (call.ts does, as grpc-go's
+ * transparent retry does for the harness).
+ */
+export function refusedStream(err: unknown): boolean {
+  const ce = ConnectError.from(err);
+  return ce.code === Code.Internal && /NGHTTP2_REFUSED_STREAM/.test(ce.rawMessage);
 }
 
 /**

@@ -20,17 +20,23 @@ export interface TestBackend {
   teardown(): Promise<void>;
 }
 
+/**
+ * An SQLite file in a new directory at every setup. Teardown removes every
+ * directory made since the last one (a test file may set up once per test;
+ * before, only the last was removed).
+ */
 function sqliteFile(): TestBackend {
-  let dir = "";
+  const dirs: string[] = [];
   return {
     name: "sqlite-file",
     shared: true,
     async setup() {
-      dir = mkdtempSync(join(tmpdir(), "mecatl-sqlite-"));
+      const dir = mkdtempSync(join(tmpdir(), "mecatl-sqlite-"));
+      dirs.push(dir);
       return { store: `sqlite:${join(dir, "store.sqlite")}`, args: [] };
     },
     async teardown() {
-      rmSync(dir, { recursive: true, force: true });
+      for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
     },
   };
 }
@@ -46,17 +52,23 @@ function sqliteMemory(): TestBackend {
   };
 }
 
+/**
+ * A new redis-server at every setup. Teardown stops every one started since
+ * the last (before, only the last was stopped, and a file that set up once
+ * per test left the others running; found by a fresh-eyes run).
+ */
 function redis(): TestBackend {
-  let server: SpawnedRedis | undefined;
+  const servers: SpawnedRedis[] = [];
   return {
     name: "redis",
     shared: true,
     async setup() {
-      server = await spawnRedis();
+      const server = await spawnRedis();
+      servers.push(server);
       return { store: server.url, args: [], redis: server };
     },
     async teardown() {
-      await server?.stop();
+      await Promise.all(servers.splice(0).map((server) => server.stop()));
     },
   };
 }
