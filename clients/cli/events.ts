@@ -5,7 +5,7 @@ import { followResuming } from "../event-log-resume.js";
 import { idProblem } from "../../common/id-rules.js";
 import { parseDurationOrZero } from "../../common/flag-parsers.js";
 import { leafCommand, parseCount, readFileFlag, withClients, type CommonFlags } from "./common.js";
-import { action, EXIT_FAILURE, printJsonLine, UsageError } from "./output.js";
+import { action, EXIT_FAILURE, printJsonLine, stdoutRoom, UsageError } from "./output.js";
 
 interface ReadFlags extends CommonFlags {
   cursor?: string;
@@ -99,7 +99,10 @@ async function readInto(log: EventLogClient, sessionId: string, flags: ReadFlags
     : flags.resumeFor === 0 ? log.readAfter(sessionId, { ...options, follow: true })
     : followResuming(log, sessionId, { ...options, resumeForMs: flags.resumeFor, onInterrupted });
   try {
-    for await (const r of records) printer.print(r);
+    for await (const r of records) {
+      printer.print(r);
+      await stdoutRoom(interrupt.signal);
+    }
   } catch (err) {
     failed = true;
     throw err;

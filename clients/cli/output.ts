@@ -1,3 +1,4 @@
+import { once } from "node:events";
 import Table from "cli-table3";
 import { DriverError } from "../errors.js";
 import { DriverConfigError } from "../targets.js";
@@ -12,6 +13,31 @@ export const EXIT_FAILURE = 1;
 /** JSON text with bigints written as decimal strings and byte arrays as base64. */
 export function toJson(value: unknown, indent?: number): string {
   return JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString("base64") : v), indent);
+}
+
+/**
+ * Ends the command quietly, with status 0, when the reader of stdout has gone
+ * (`mecatl-drivers events read S | head -1`), as Unix tools do. Before, the
+ * EPIPE was an unhandled error with a stack trace (fresh-eyes run).
+ */
+export function endQuietlyWhenStdoutCloses(): void {
+  process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code === "EPIPE") process.exit(0);
+    throw err;
+  });
+}
+
+/**
+ * Resolves once stdout has room again after a write that filled its buffer
+ * (a reader slower than the records: a socket, or a pipe where writes are
+ * not blocking), or at once when it has room; resolves too when `signal`
+ * aborts. A follow that waits here reads nothing meanwhile, so the server
+ * applies its own rules to a slow reader (`--follow-stall`, `follow_lagging`)
+ * instead of this process holding every record in memory.
+ */
+export async function stdoutRoom(signal?: AbortSignal): Promise<void> {
+  if (!process.stdout.writableNeedDrain || signal?.aborted) return;
+  await once(process.stdout, "drain", { signal }).catch(() => undefined);
 }
 
 /** Writes one value as JSON (pretty) followed by a newline. */

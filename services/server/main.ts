@@ -11,11 +11,13 @@
  */
 import { Command } from "commander";
 import { OPERATOR_COMMANDS } from "../../clients/cli/index.js";
+import { endQuietlyWhenStdoutCloses } from "../../clients/cli/output.js";
 
 const COMMANDS: ReadonlyArray<readonly [string, () => Promise<Command>]> = [["serve", async () => (await import("./serve-command.js")).serveCommand()], ...OPERATOR_COMMANDS];
 
 const program = new Command("mecatl-drivers").description("remote storage driver services (mecatl.driver.v1) for the Mecatl agent harness").showHelpAfterError();
 const named = COMMANDS.find(([name]) => name === process.argv[2]);
+endQuietlyWhenStdoutCloses();
 for (const [, load] of named === undefined ? COMMANDS : [named]) program.addCommand(await load());
 
 await program.parseAsync(process.argv);
