@@ -3,11 +3,9 @@ import { addSideStoreOptions, redisFlagsGiven, sideStoreFlags, storeBackendOptio
 import type { AdmitStore, CopyAccess, CopyEndpoint } from "../../services/copy/copy-endpoint.js";
 import type { KindVerdict } from "../../services/copy/verify.js";
 import { parseSize } from "../workload/command.js";
-import { action, EXIT_FAILURE, printJson, printTable, UsageError } from "./output.js";
+import { action, EXIT_FAILURE, EXIT_INTERRUPTED, printJson, printTable, UsageError } from "./output.js";
 import { formatBytes } from "./stats.js";
 
-/** Exit status of a copy stopped by Ctrl-C (128 + SIGINT, as shells report it); `--resume` continues it. */
-export const EXIT_INTERRUPTED = 130;
 
 /** Default `--batch-size`: payload bytes per batch written (one transaction on SQLite, one pipeline on Redis). */
 const DEFAULT_BATCH_BYTES = 4 * 1024 * 1024;

@@ -5,7 +5,7 @@ import { followResuming } from "../event-log-resume.js";
 import { idProblem } from "../../common/id-rules.js";
 import { parseDurationOrZero } from "../../common/flag-parsers.js";
 import { leafCommand, parseCount, readFileFlag, withClients, type CommonFlags } from "./common.js";
-import { action, EXIT_FAILURE, printJsonLine, stdoutRoom, UsageError } from "./output.js";
+import { action, EXIT_FAILURE, EXIT_INTERRUPTED, printJsonLine, stdoutRoom, UsageError } from "./output.js";
 
 interface ReadFlags extends CommonFlags {
   cursor?: string;
@@ -103,6 +103,8 @@ async function readInto(log: EventLogClient, sessionId: string, flags: ReadFlags
       printer.print(r);
       await stdoutRoom(interrupt.signal);
     }
+    // A read that is not a follow was cut short by Ctrl-C: not the whole log, so not status 0 (a fresh-eyes run).
+    if (interrupt.signal.aborted && flags.follow !== true) process.exitCode = EXIT_INTERRUPTED;
   } catch (err) {
     failed = true;
     throw err;

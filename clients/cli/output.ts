@@ -10,6 +10,9 @@ export const EXIT_USAGE = 2;
 /** Exit status of a command the driver answered with an error (not found, held, unavailable...). */
 export const EXIT_FAILURE = 1;
 
+/** Exit status of a command Ctrl-C (SIGINT) cut short before it was done (128 + SIGINT, as shells report it). */
+export const EXIT_INTERRUPTED = 130;
+
 /** JSON text with bigints written as decimal strings and byte arrays as base64. */
 export function toJson(value: unknown, indent?: number): string {
   return JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString("base64") : v), indent);

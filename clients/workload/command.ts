@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError } from "commander";
 import { parseDuration, parseDurationOrZero, parsePositiveInt } from "../../common/flag-parsers.js";
 import { addDriverOptions, driverClientOptions, TARGET_ENV, type DriverFlags } from "../driver-flags.js";
 import { openDriverClients } from "../factory.js";
-import { action, printJson, UsageError } from "../cli/output.js";
+import { action, EXIT_INTERRUPTED, printJson, UsageError } from "../cli/output.js";
 import { parseCount } from "../cli/common.js";
 import { DEFAULT_WORKLOAD, type WorkloadOptions } from "./context.js";
 import { disableSchedules, runWorkload } from "./run.js";
@@ -19,7 +19,6 @@ export function parseSize(text: string): number {
 }
 
 /** Exit status of a run stopped by Ctrl-C whose checks passed (128 + SIGINT, as shells report it). */
-const EXIT_INTERRUPTED = 130;
 
 interface WorkloadFlags extends DriverFlags {
   duration: number;

@@ -20,6 +20,9 @@ export const MIN_LEASE_TTL_MS = 100;
 export const MIN_STORE_TIMEOUT_MS = 100;
 
 /** `--lease-ttl`'s lower bound, checked once per parse by one parser made here (no timer waits on a TTL: its upper bound is {@link parseLeaseTtl}'s). */
+/** Least `--keepalive-time` and `--max-connection-age`, in milliseconds: below it a connection does little but ping or close. */
+const MIN_CONNECTION_TIMER_MS = 100;
+
 const parseLeaseDuration = parseDurationAtLeast(MIN_LEASE_TTL_MS, "a holder renews its lease before it expires, which takes a round trip", Infinity);
 
 /**
@@ -261,9 +264,9 @@ export function serveCommand(): Command {
         .argParser(parseDurationAtLeast(MIN_STORE_TIMEOUT_MS, "the server's own store operations at start (opening, checks) take longer")),
     )
     .addOption(
-      new Option("--keepalive-time <duration>", "ping each gRPC connection (and HTTP/2 Connect connection) this often; a peer that does not answer is dropped and its streams end; HTTP/1.1 connections get TCP keepalive")
+      new Option("--keepalive-time <duration>", "ping each gRPC connection (and HTTP/2 Connect connection) this often (at least 100ms); a peer that does not answer is dropped and its streams end; HTTP/1.1 connections get TCP keepalive")
         .default(30_000, "30s")
-        .argParser(parseDuration),
+        .argParser(parseDurationAtLeast(MIN_CONNECTION_TIMER_MS, "a ping must have time to be answered before the next")),
     )
     .addOption(
       new Option("--keepalive-timeout <duration>", "how long a keepalive ping may go unanswered before the connection is closed")
@@ -272,8 +275,8 @@ export function serveCommand(): Command {
     )
     .option("--max-streams-per-connection <n>", "most concurrent calls (streams included) on one gRPC connection; clients queue further calls", parsePositiveInt, 2048)
     .addOption(
-      new Option("--max-connection-age <duration>", "ask clients to reconnect after this long (±10%), so long-lived connections rebalance across replicas (default: never)").argParser(
-        parseDuration,
+      new Option("--max-connection-age <duration>", "ask clients to reconnect after this long (±10%, at least 100ms), so long-lived connections rebalance across replicas (default: never)").argParser(
+        parseDurationAtLeast(MIN_CONNECTION_TIMER_MS, "a younger connection could not carry a call before it is closed"),
       ),
     )
     .addOption(

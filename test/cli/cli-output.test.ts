@@ -64,4 +64,18 @@ describe("the CLI's stdout", () => {
       follow.kill("SIGKILL");
     }
   }, 120_000);
+
+  test("Ctrl-C during a plain read that has not reached the log's end exits 130 with its count, not 0 as if the log were read whole", async () => {
+    // "slow" holds 3001 records of 8 KiB (the test before); stdout is not read, so the read is held part way.
+    const read = spawn(process.execPath, [MAIN, "events", "read", "slow", "--json", "--event-log-url", server.address], { stdio: ["ignore", "pipe", "pipe"] });
+    read.stdout.pause();
+    let err = "";
+    read.stderr.setEncoding("utf8").on("data", (c: string) => (err += c));
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    const exited = new Promise<number | null>((resolve) => read.once("close", resolve));
+    read.kill("SIGINT");
+    read.stdout.resume();
+    expect(await exited).toBe(130);
+    expect(err).toMatch(/\d+ record\(s\); resume with --cursor /);
+  }, 60_000);
 });

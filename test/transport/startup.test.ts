@@ -186,6 +186,14 @@ describe("startup problems end with one line that says what to do, and a non-zer
     }
   });
 
+  test("--max-connection-age and --keepalive-time below 100ms are refused, naming the flag (found by a fresh-eyes run: 0.5ms refused every call)", async () => {
+    for (const args of [["--max-connection-age", "0.5ms"], ["--keepalive-time", "50ms"]]) {
+      const { code, stderr } = await runServeExpectingFailure(["--store", "sqlite::memory:", ...args]);
+      expect(code).toBe(2);
+      expect(oneLine(stderr)).toContain(`option '${args[0]} <duration>' argument '${args[1]}' is invalid. expected at least 100ms`);
+    }
+  });
+
   test("a timer duration longer than a Node.js timer waits (2^31 - 1 ms) is refused, naming the flag; --lease-ttl, which no timer waits on, keeps its 365d bound (found by a fresh-eyes run: 30d acted as 1 ms)", async () => {
     for (const args of [["--store-timeout", "25d"], ["--max-connection-age", "30d"], ["--shutdown-grace", "30d"], ["--keepalive-time", "1y"], ["--follow-poll-interval", "25d"]]) {
       const { code, stderr } = await runServeExpectingFailure(["--store", "sqlite::memory:", ...args]);
