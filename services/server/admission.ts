@@ -7,6 +7,7 @@ import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import type { TokenFile } from "./auth.js";
 import type { InflightBudget } from "./inflight-budget.js";
 import { ConnectCallBytes } from "./connect-call-bytes.js";
+import { discardUnreadBodyWhenAnswered } from "./discard-unread-body.js";
 import { framingStatus } from "./grpc-framing-status.js";
 import { GRPC_PREFIX_BYTES, GrpcRequestWatch } from "./grpc-request-watch.js";
 
@@ -129,8 +130,8 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
  * call's {@link ConnectCallBytes} to charge the rest (a body of unknown
  * length, the answer); all of it is given back once the answer is written
  * or the response closes, whichever comes first. A body still arriving
- * once the answer is written is refused with an HTTP/2 reset, as on the gRPC
- * listener ({@link resetUnreadBodyWhenAnswered}).
+ * once the answer is written is read and dropped, within bounds
+ * (discard-unread-body.ts), so that every client reads its answer.
  */
 export function connectAdmission<Req extends AnyRequest, Res extends AnyResponse>(
   handler: (req: Req, res: Res, bytes: ConnectCallBytes) => void,
@@ -138,8 +139,8 @@ export function connectAdmission<Req extends AnyRequest, Res extends AnyResponse
 ): (req: Req, res: Res) => void {
   return (req, res) => {
     const health = req.url?.startsWith(HEALTH_PATH) === true;
-    // A body left unread (a request refused before or midway) is not read on once answered; Node discards an HTTP/1.1 one.
-    if ("stream" in req) resetUnreadBodyWhenAnswered(req.stream);
+    // A body left unread (a request refused before or midway) is read and dropped once answered, so the client can read the answer.
+    discardUnreadBodyWhenAnswered(req, answerWritten(res), options.requestIdleMs);
     if (!health) {
       const authorization = req.headers.authorization;
       const unauthenticated = authRefusal(options, Array.isArray(authorization) ? authorization[0] : authorization);

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
 import { request as httpsRequest } from "node:https";
-import { Code, createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { LoadRequestSchema, SaveRequestSchema, SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { Health, HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
@@ -92,6 +92,8 @@ describe("the memory budget for bytes in flight on the Connect listener (--max-i
       "sqlite::memory:",
       "--max-inflight-bytes",
       "48MB",
+      "--request-idle-timeout",
+      "2s",
       "--metrics-listen",
       "127.0.0.1:0",
       "--connect-listen",
@@ -126,11 +128,25 @@ describe("the memory budget for bytes in flight on the Connect listener (--max-i
     expect(refusal.body).toMatchObject({ code: "resource_exhausted", message: expect.stringMatching(/request of at least \d+ bytes.*--max-inflight-bytes/) });
     // The server stopped reading at its share of the budget (16 MiB); HTTP/2 flow control held the rest back.
     expect(sentBytes).toBeLessThan(18 * MiB);
-    // The server asks for no more of the body (RST_STREAM NO_ERROR after its answer): the stream closes without the rest.
+    // The client sends no more and does not end its body: after its answer the server reads and drops what comes, and once
+    // nothing came for --request-idle-timeout (2s here) it resets the stream with NO_ERROR (discard-unread-body.ts).
     await withinMs(10_000, "the server to close the refused request's stream", new Promise((resolve) => (stream.closed ? resolve(undefined) : stream.once("close", resolve))));
     expect(stream.rstCode).toBe(constants.NGHTTP2_NO_ERROR);
     await waitFor(async () => (await inflight()) === 0, 10_000, "the refused request's bytes to be given back");
     await expectCode(client().load({ sessionId: "h2-huge" }), Code.NotFound);
+  });
+
+  test.each([
+    ["gRPC", createGrpcTransport],
+    ["Connect", createConnectTransport],
+    ["gRPC-Web", createGrpcWebTransport],
+  ] as const)("a connect-node %s client still sending a refused request over HTTP/2 reads its RESOURCE_EXHAUSTED (was 'Premature close')", async (_name, transport) => {
+    const c = createClient(SessionStoreService, transport({ baseUrl, httpVersion: "2", writeMaxBytes: MAX_MESSAGE_BYTES, nodeOptions: { ca: pki.read(pki.caCert) } }));
+    const err = await c.save({ sessionId: "refused-mid-send", snapshot: { format: "sessnap-json/1", payload: Buffer.alloc(20 * MiB, 0x61) } }).catch((e: unknown) => e);
+    expect(ConnectError.from(err).code).toBe(Code.ResourceExhausted);
+    expect(ConnectError.from(err).rawMessage).toMatch(/request of at least \d+ bytes.*--max-inflight-bytes/);
+    await waitFor(async () => (await inflight()) === 0, 10_000, "the refused request's bytes to be given back");
+    await expectCode(client().load({ sessionId: "refused-mid-send" }), Code.NotFound);
   });
 
   test("a chunked HTTP/1.1 request beyond the budget is refused as it arrives", async () => {
