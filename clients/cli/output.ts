@@ -19,13 +19,15 @@ export function toJson(value: unknown, indent?: number): string {
 }
 
 /**
- * Ends the command quietly, with status 0, when the reader of stdout has gone
- * (`mecatl-drivers events read S | head -1`), as Unix tools do. Before, the
+ * Ends the command quietly, with status 0 (or the status already set), when
+ * the reader of stdout has gone (`mecatl-drivers events read S | head -1`),
+ * as Unix tools do. Before, the
  * EPIPE was an unhandled error with a stack trace (fresh-eyes run).
  */
 export function endQuietlyWhenStdoutCloses(): void {
   process.stdout.on("error", (err: NodeJS.ErrnoException) => {
-    if (err.code === "EPIPE") process.exit(0);
+    // A status already set stands: a read Ctrl-C cut short stays 130 when its reader then goes away.
+    if (err.code === "EPIPE") process.exit(process.exitCode ?? 0);
     throw err;
   });
 }
