@@ -14,7 +14,8 @@ export interface ResumingFollowOptions {
   /**
    * How long, in milliseconds, the follow keeps trying to resume after an
    * interruption before it fails with the last error (default 300,000: five
-   * minutes, which outlasts a server restart or a Redis failover).
+   * minutes, which outlasts a server restart or a Redis failover); 0: the
+   * first interruption ends the follow with its error, as a plain follow.
    */
   resumeForMs?: number;
   /** Told each time the follow was interrupted and is about to be opened again after `cursor` (`attempt` counts from 1 per interruption). */
@@ -87,7 +88,7 @@ export async function* followResuming(log: EventLogClient, sessionId: string, op
       }
       return;
     } catch (err) {
-      if (!resumableFollowEnd(err) || stopped()) throw err;
+      if (!resumableFollowEnd(err) || stopped() || options.resumeForMs === 0) throw err;
       // The stream was cut after the last record the limit allowed, before its clean end: nothing is left to read.
       if (limit > 0 && delivered >= limit) return;
       options.onInterrupted?.(err, cursor, 1);

@@ -81,8 +81,8 @@ export function parseDurationAtLeast(minMs: number, reason: string, maxMs = MAX_
  * @throws InvalidArgumentError when the text is neither zero nor a positive duration.
  */
 export function parseDurationOrZero(text: string): number {
-  if (text.trim() === "0" || readDuration(text) === 0) return 0;
-  const value = readDuration(text);
+  const value = text.trim() === "0" ? 0 : readDuration(text);
+  if (value === 0) return 0;
   if (value === undefined || value < 0) throw new InvalidArgumentError(`expected 0 (off) or a positive duration with its unit, such as 30s, 500ms or 2m, got ${JSON.stringify(text)}`);
   return atMost(value, MAX_TIMER_MS, text);
 }

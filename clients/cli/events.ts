@@ -94,10 +94,7 @@ async function readInto(log: EventLogClient, sessionId: string, flags: ReadFlags
   const onInterrupted = (err: Error, after: string, attempt: number) =>
     process.stderr.write(`mecatl-drivers: the follow was interrupted (${err.message}); following again after ${after === "" ? "the beginning" : `cursor ${after}`}${attempt > 1 ? ` (attempt ${attempt})` : ""}\n`);
   const options = { cursor, limit: flags.limit ?? 0, signal: interrupt.signal };
-  const records =
-    flags.follow !== true ? log.readAfter(sessionId, options)
-    : flags.resumeFor === 0 ? log.readAfter(sessionId, { ...options, follow: true })
-    : followResuming(log, sessionId, { ...options, resumeForMs: flags.resumeFor, onInterrupted });
+  const records = flags.follow === true ? followResuming(log, sessionId, { ...options, resumeForMs: flags.resumeFor, onInterrupted }) : log.readAfter(sessionId, options);
   try {
     for await (const r of records) {
       printer.print(r);

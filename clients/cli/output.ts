@@ -21,8 +21,8 @@ export function toJson(value: unknown, indent?: number): string {
 /**
  * Ends the command quietly, with status 0 (or the status already set), when
  * the reader of stdout has gone (`mecatl-drivers events read S | head -1`),
- * as Unix tools do. Before, the
- * EPIPE was an unhandled error with a stack trace (fresh-eyes run).
+ * as Unix tools do. Before, the EPIPE was an unhandled error with a stack
+ * trace (fresh-eyes run).
  */
 export function endQuietlyWhenStdoutCloses(): void {
   process.stdout.on("error", (err: NodeJS.ErrnoException) => {

@@ -129,18 +129,20 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
  * body is read (waiting for room, or RESOURCE_EXHAUSTED). `handler` gets the
  * call's {@link ConnectCallBytes} to charge the rest (a body of unknown
  * length, the answer); all of it is given back once the answer is written
- * or the response closes, whichever comes first. A body still arriving
+ * or the response closes, whichever comes first ({@link answerWritten},
+ * which `handler` gets as `written`). A body still arriving
  * once the answer is written is read and dropped, within bounds
  * (discard-unread-body.ts), so that every client reads its answer.
  */
 export function connectAdmission<Req extends AnyRequest, Res extends AnyResponse>(
-  handler: (req: Req, res: Res, bytes: ConnectCallBytes) => void,
+  handler: (req: Req, res: Res, bytes: ConnectCallBytes, written: Promise<void>) => void,
   options: AdmissionOptions,
 ): (req: Req, res: Res) => void {
   return (req, res) => {
     const health = req.url?.startsWith(HEALTH_PATH) === true;
+    const written = answerWritten(res);
     // A body left unread (a request refused before or midway) is read and dropped once answered, so the client can read the answer.
-    discardUnreadBodyWhenAnswered(req, answerWritten(res), options.requestIdleMs);
+    discardUnreadBodyWhenAnswered(req, written, options.requestIdleMs);
     if (!health) {
       const authorization = req.headers.authorization;
       const unauthenticated = authRefusal(options, Array.isArray(authorization) ? authorization[0] : authorization);
@@ -148,11 +150,11 @@ export function connectAdmission<Req extends AnyRequest, Res extends AnyResponse
     }
     // Health is open and never waits for room, as on the gRPC listener: a probe must answer while big calls fill the budget.
     const bytes = new ConnectCallBytes(health ? undefined : options.budget);
-    void answerWritten(res).then(() => bytes.end());
+    void written.then(() => bytes.end());
     const declared = Number(req.headers["content-length"]);
-    if (!Number.isInteger(declared) || declared <= 0) return handler(req, res, bytes);
+    if (!Number.isInteger(declared) || declared <= 0) return handler(req, res, bytes, written);
     bytes.reserveRequest(declared).then(
-      () => handler(req, res, bytes),
+      () => handler(req, res, bytes, written),
       (err: ConnectError) => endWithError(req, res, err),
     );
   };
@@ -162,10 +164,11 @@ export function connectAdmission<Req extends AnyRequest, Res extends AnyResponse
  * Resolves once the answer on `res` is written whole or the response is
  * closed (its client gone), whichever comes first. On HTTP/2 the stream's
  * own "finish" is watched: the response's waits for the stream to close.
- * Once it resolves, the call holds nothing (its bytes are given back) and a
- * graceful shutdown need not wait for it (connect-handler.ts).
+ * Once it resolves, the call holds nothing (its bytes are given back), its
+ * unread body is dropped (discard-unread-body.ts) and a graceful shutdown
+ * need not wait for it (connect-handler.ts). One per call.
  */
-export function answerWritten(res: AnyResponse): Promise<void> {
+function answerWritten(res: AnyResponse): Promise<void> {
   return new Promise((resolve) => {
     ("stream" in res ? res.stream : res).once("finish", resolve);
     res.once("close", resolve);

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { ConnectError, createConnectRouter } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
-import { answerWritten, connectAdmission, endWithError, type AdmissionOptions } from "./admission.js";
+import { connectAdmission, endWithError, type AdmissionOptions } from "./admission.js";
 import { checkedRequest } from "./connect-request-check.js";
 import { clientClosedSignal } from "./client-closed-signal.js";
 import type { ConnectCalls } from "./connect-calls.js";
@@ -39,7 +39,7 @@ export function connectHandler(mounted: readonly MountedService[], admission: Ad
   const router = createConnectRouter({ readMaxBytes: maxMessageBytes, writeMaxBytes: maxMessageBytes, acceptCompression: [compressionGzip, compressionBrotli] });
   for (const m of mounted) router.service(m.desc, m.impl as never);
   const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
-  return connectAdmission((req: AnyRequest, res: AnyResponse, bytes) => {
+  return connectAdmission((req: AnyRequest, res: AnyResponse, bytes, written) => {
     const handler = handlers.get(req.url?.split("?", 1)[0] ?? "");
     if (handler === undefined) {
       res.writeHead(404);
@@ -55,7 +55,6 @@ export function connectHandler(mounted: readonly MountedService[], admission: Ad
     // whatever its reset code (client-closed-signal.ts), and a stream's shutdown signal ends it UNAVAILABLE.
     const closed = clientClosedSignal(request.signal);
     const signal = call.shutdown === undefined ? closed : AbortSignal.any([closed, call.shutdown]);
-    const written = answerWritten(res);
     handler({ ...request, body, signal })
       // connect-node 2.1's universalResponseToNodeResponse waits for an "end" event that Node's responses never emit
       // (they emit "finish" and "close"): its promise does not settle once the answer is written, so that counts instead.

@@ -19,10 +19,10 @@ export const MIN_LEASE_TTL_MS = 100;
 /** Shortest `--store-timeout`, in milliseconds: the server's own store operations at start need more than that. */
 export const MIN_STORE_TIMEOUT_MS = 100;
 
-/** `--lease-ttl`'s lower bound, checked once per parse by one parser made here (no timer waits on a TTL: its upper bound is {@link parseLeaseTtl}'s). */
 /** Least `--keepalive-time` and `--max-connection-age`, in milliseconds: below it a connection does little but ping or close. */
 const MIN_CONNECTION_TIMER_MS = 100;
 
+/** `--lease-ttl`'s lower bound, checked once per parse by one parser made here (no timer waits on a TTL: its upper bound is {@link parseLeaseTtl}'s). */
 const parseLeaseDuration = parseDurationAtLeast(MIN_LEASE_TTL_MS, "a holder renews its lease before it expires, which takes a round trip", Infinity);
 
 /**
