@@ -1,7 +1,7 @@
 import { afterAll, afterEach, describe, expect, test } from "vitest";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { finished, spawnCli } from "../helpers/cli.js";
-import { sharedBackends, type TestBackend } from "../helpers/backends.js";
+import { sharedConformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { grpcTransport } from "../helpers/clients.js";
 import { freePort, waitFor } from "../helpers/wait.js";
 import { EventLogClient } from "../../clients/event-log-client.js";
@@ -37,7 +37,7 @@ async function appendSlowly(address: string, session: string, ns: number[], gapM
  * ended the command (`Unavailable: http/2 stream closed with error code
  * CANCEL`), found by a fresh-eyes run.
  */
-describe.each(sharedBackends())("events tail across interruptions, on $name", (backend: TestBackend) => {
+describe.each(sharedConformanceBackends())("events tail across interruptions, on $name", (backend: TestBackend) => {
   let server: ServerProcess | undefined;
   let follower: Follower | undefined;
   afterEach(async () => {

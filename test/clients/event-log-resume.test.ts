@@ -1,6 +1,6 @@
 import { afterAll, afterEach, describe, expect, test } from "vitest";
 import { startServer, type ServerProcess } from "../helpers/server.js";
-import { allBackends, type TestBackend } from "../helpers/backends.js";
+import { conformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { grpcTransport } from "../helpers/clients.js";
 import { EventLogClient } from "../../clients/event-log-client.js";
 import { SessionStoreClient } from "../../clients/session-store-client.js";
@@ -17,7 +17,7 @@ const ns = (records: Array<{ kind: string; payload?: Uint8Array }>) => records.m
  * repeated and `limit` counts the whole follow; an end that cannot be
  * resumed (cursor_expired, section 3.7) is thrown at once.
  */
-describe.each(allBackends())("followResuming, on $name", (backend: TestBackend) => {
+describe.each(conformanceBackends())("followResuming, on $name", (backend: TestBackend) => {
   let server: ServerProcess | undefined;
   afterEach(async () => {
     await server?.stop();

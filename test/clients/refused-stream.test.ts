@@ -8,7 +8,7 @@ import { EventLogClient } from "../../clients/event-log-client.js";
 import { DriverConnections } from "../../clients/transport.js";
 import { InfrastructureError } from "../../clients/errors.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
-import { allBackends, type TestBackend } from "../helpers/backends.js";
+import { conformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { grpcTransport } from "../helpers/clients.js";
 
 /**
@@ -86,7 +86,7 @@ describe("streams refused unprocessed", () => {
 });
 
 /** The same through a real server that ages its connections out every second: every append is answered, and stored once. */
-describe.each(allBackends())("appends across --max-connection-age, on $name", (backend: TestBackend) => {
+describe.each(conformanceBackends())("appends across --max-connection-age, on $name", (backend: TestBackend) => {
   let driver: ServerProcess | undefined;
   afterEach(async () => {
     await driver?.stop();

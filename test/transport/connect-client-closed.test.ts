@@ -5,7 +5,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { logEntries, startServer, type ServerProcess } from "../helpers/server.js";
-import { allBackends, type TestBackend } from "../helpers/backends.js";
+import { conformanceBackends, type TestBackend } from "../helpers/backends.js";
 import { makePki, type TestPki } from "../helpers/certs.js";
 import { METRICS_FLAGS, metricValue, rpcsInFlight } from "../helpers/metrics.js";
 import { connectStream } from "../helpers/connect-stream.js";
@@ -36,7 +36,7 @@ function finished(server: ServerProcess, method: string, code: string): Promise<
  * passes) was counted and logged as an INTERNAL error of the server (found
  * by a fresh-eyes run).
  */
-describe.each(allBackends())("a client that closes a Connect stream, on $name", (backend: TestBackend) => {
+describe.each(conformanceBackends())("a client that closes a Connect stream, on $name", (backend: TestBackend) => {
   let pki: TestPki;
   let server: ServerProcess;
   let session: http2.ClientHttp2Session | undefined;
