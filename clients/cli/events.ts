@@ -93,6 +93,9 @@ async function readInto(log: EventLogClient, sessionId: string, flags: ReadFlags
   let failed = false;
   const onInterrupted = (err: Error, after: string, attempt: number) =>
     process.stderr.write(`mecatl-drivers: the follow was interrupted (${err.message}); following again after ${after === "" ? "the beginning" : `cursor ${after}`}${attempt > 1 ? ` (attempt ${attempt})` : ""}\n`);
+  // A read that is not a follow cut short by Ctrl-C did not read the whole log: status 130, set at the interrupt itself,
+  // so that it stands even when stdout's reader goes away before the read has wound down (a fresh-eyes run).
+  if (flags.follow !== true) interrupt.signal.addEventListener("abort", () => (process.exitCode = EXIT_INTERRUPTED), { once: true });
   const options = { cursor, limit: flags.limit ?? 0, signal: interrupt.signal };
   const records = flags.follow === true ? followResuming(log, sessionId, { ...options, resumeForMs: flags.resumeFor, onInterrupted }) : log.readAfter(sessionId, options);
   try {
@@ -100,8 +103,6 @@ async function readInto(log: EventLogClient, sessionId: string, flags: ReadFlags
       printer.print(r);
       await stdoutRoom(interrupt.signal);
     }
-    // A read that is not a follow was cut short by Ctrl-C: not the whole log, so not status 0 (a fresh-eyes run).
-    if (interrupt.signal.aborted && flags.follow !== true) process.exitCode = EXIT_INTERRUPTED;
   } catch (err) {
     failed = true;
     throw err;

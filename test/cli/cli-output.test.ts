@@ -74,8 +74,11 @@ describe("the CLI's stdout", () => {
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     const exited = new Promise<number | null>((resolve) => read.once("close", resolve));
     read.kill("SIGINT");
-    if (then === "goes away") read.stdout.destroy();
-    else read.stdout.resume();
+    // As a user does (Ctrl-C, then quitting the pager): the reader goes away once the read has taken the interrupt.
+    if (then === "goes away") {
+      await waitFor(() => /record\(s\)/.test(err), 10_000, "the read to take the interrupt");
+      read.stdout.destroy();
+    } else read.stdout.resume();
     expect(await exited).toBe(130);
     expect(err).toMatch(/\d+ record\(s\); resume with --cursor /);
   }, 60_000);
