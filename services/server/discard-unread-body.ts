@@ -18,7 +18,9 @@ const DISCARD_LIMIT_BYTES = 66 * 1024 * 1024;
  * close` instead of reading the RESOURCE_EXHAUSTED it had been sent, and a
  * gRPC-Web client over HTTP/1.1 waited for its deadline, its body never read
  * (fresh-eyes run). grpc-go, the harness's client, reads the answer either
- * way.
+ * way. Over HTTP/1.1 the dropped body also frees the connection for its next
+ * request: connect-node's clients keep it alive and send their next call on
+ * it once they have written the refused body.
  *
  * @param idleMs `--request-idle-timeout` in milliseconds.
  */
@@ -40,6 +42,10 @@ export function discardUnreadBodyWhenAnswered(req: IncomingMessage | Http2Server
       idle.refresh();
     };
     idle = setTimeout(stop, idleMs);
+    // A reader of the body that stopped before its end (connect-node's async iterator over a refused request) leaves its
+    // "readable" listener behind, and while one is attached resume() does not make the stream flow: nothing was read,
+    // and an HTTP/1.1 connection kept alive never reached its next request.
+    req.removeAllListeners("readable");
     req.on("data", drop);
     req.once("end", () => clearTimeout(idle));
     req.once("close", () => clearTimeout(idle));

@@ -149,6 +149,25 @@ describe("the memory budget for bytes in flight on the Connect listener (--max-i
     await expectCode(client().load({ sessionId: "refused-mid-send" }), Code.NotFound);
   });
 
+  test.each([
+    ["Connect", createConnectTransport],
+    ["gRPC-Web", createGrpcWebTransport],
+  ] as const)("a connect-node %s client over HTTP/1.1 gets its next answer on the connection it kept alive after a refusal mid-body (it hung)", async (_name, transport) => {
+    const c = createClient(SessionStoreService, transport({ baseUrl, httpVersion: "1.1", writeMaxBytes: MAX_MESSAGE_BYTES, nodeOptions: { ca: pki.read(pki.caCert) } }));
+    // 18 MiB: refused after about 16.5 MiB, so the rest fits in the sockets' buffers and the client sends it all, then
+    // reuses the connection (with much more left, it opens another one for its next call).
+    for (const round of [1, 2, 3]) {
+      const err = await c.save({ sessionId: "h1-refused", snapshot: { format: "sessnap-json/1", payload: Buffer.alloc(18 * MiB, 0x61) } }).catch((e: unknown) => e);
+      expect(ConnectError.from(err).code).toBe(Code.ResourceExhausted);
+      // The next call goes out on the same keep-alive connection, after the rest of the refused body: the server must read
+      // and drop that body to reach it (before, it read nothing more and the call waited until the connection timed out).
+      await c.save({ sessionId: `h1-after-refusal-${round}`, snapshot: { format: "sessnap-json/1", payload: Buffer.from("{}") } }, { timeoutMs: 4_000 });
+    }
+    expect((await client().load({ sessionId: "h1-after-refusal-3" })).snapshot?.payload).toEqual(new Uint8Array(Buffer.from("{}")));
+    await expectCode(client().load({ sessionId: "h1-refused" }), Code.NotFound);
+    await waitFor(async () => (await inflight()) === 0, 10_000, "the refused requests' bytes to be given back");
+  });
+
   test("a chunked HTTP/1.1 request beyond the budget is refused as it arrives", async () => {
     const req = httpsRequest(`${baseUrl}${SAVE_PATH}`, { method: "POST", headers: { "content-type": "application/proto" }, ca: pki.read(pki.caCert) });
     req.on("error", () => undefined);
