@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { InflightBudget } from "./inflight-budget.js";
+import { HELD_COPIES, type InflightBudget } from "./inflight-budget.js";
 
 /** Most bytes a request of unknown length takes from the budget at once, beyond what it already holds (1 MiB). */
 export const REQUEST_STEP_BYTES = 1024 * 1024;
@@ -13,8 +13,10 @@ export const REQUEST_STEP_BYTES = 1024 * 1024;
  *   read ({@link reserveRequest}); otherwise (HTTP/2, chunked HTTP/1.1) the
  *   body is charged as it arrives ({@link chargedRequest}): whenever its
  *   bytes pass what the call holds, it takes as much again as it holds (at
- *   least the bytes missing, at most {@link REQUEST_STEP_BYTES} more),
- *   reading nothing more while it waits; held until the call ends;
+ *   least the bytes missing, at most {@link REQUEST_STEP_BYTES} more, and
+ *   not past a third of the budget), reading nothing more while it waits;
+ *   held until the call ends, or given back at once when the request is
+ *   refused;
  * - answer bytes: each chunk connect-node writes is taken before it is
  *   written and given back once written ({@link chargedAnswer});
  * - a take waits up to the budget's wait, then fails RESOURCE_EXHAUSTED (at
@@ -48,12 +50,33 @@ export class ConnectCallBytes {
    * @throws ConnectError RESOURCE_EXHAUSTED from the iteration when the body outgrows the budget.
    */
   async *chargedRequest(body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
-    for await (const chunk of body) {
-      this.requestReceived += chunk.length;
-      const missing = this.requestReceived - this.requestHeld;
-      if (missing > 0) await this.reserveRequest(Math.max(missing, Math.min(this.requestHeld, REQUEST_STEP_BYTES)));
-      yield chunk;
+    try {
+      for await (const chunk of body) {
+        this.requestReceived += chunk.length;
+        const missing = this.requestReceived - this.requestHeld;
+        if (missing > 0) await this.reserveRequest(this.requestStep(missing));
+        yield chunk;
+      }
+    } catch (err) {
+      // The request is refused (over the budget, or its bytes stopped coming): what it holds is dropped, so its bytes are
+      // given back before its refusal is written, which must not wait behind them.
+      this.releaseRequest();
+      throw err;
     }
+  }
+
+  /**
+   * Bytes a request of unknown length takes when `missing` bytes have arrived
+   * beyond what it holds: as much again as it holds (at least `missing`, at
+   * most {@link REQUEST_STEP_BYTES} more), but never past the most one call
+   * may hold (a third of the budget), so that a request within that is not
+   * refused for a step it would never use.
+   */
+  private requestStep(missing: number): number {
+    const step = Math.max(missing, Math.min(this.requestHeld, REQUEST_STEP_BYTES));
+    if (this.budget === undefined) return step;
+    const room = Math.floor(this.budget.limitBytes / HELD_COPIES) - this.requestHeld;
+    return Math.max(missing, Math.min(step, room));
   }
 
   /**
@@ -79,9 +102,13 @@ export class ConnectCallBytes {
   /** The call has ended (its answer written, or its response closed): gives back everything it holds; later takes fail. Idempotent. */
   end(): void {
     this.ended = true;
+    this.releaseRequest();
+    this.releaseAnswer();
+  }
+
+  private releaseRequest(): void {
     this.budget?.release(this.requestHeld);
     this.requestHeld = 0;
-    this.releaseAnswer();
   }
 
   private releaseAnswer(): void {

@@ -48,7 +48,10 @@ export function connectHandler(mounted: readonly MountedService[], admission: Ad
     }
     const request = universalRequestFromNodeRequest(req, res, undefined, undefined);
     leaveLongConnectDeadlineToClient(request.header);
-    const arriving = idleBoundedBody(request.body as AsyncIterable<Uint8Array>, admission.requestIdleMs);
+    // Over HTTP/1.1 a body that stopped coming leaves the connection unusable (its next bytes would be read as this
+    // body's): the refusal says "Connection: close" and the connection is closed once it is written.
+    const closeHttp1 = "stream" in res ? undefined : () => ((res as ServerResponse).shouldKeepAlive = false);
+    const arriving = idleBoundedBody(request.body as AsyncIterable<Uint8Array>, admission.requestIdleMs, closeHttp1);
     const body = checkedRequest(bytes.chargedRequest(arriving), request.header, handler.method.input, maxMessageBytes);
     const call = calls.begin(handler.method.methodKind === "server_streaming");
     // connect-es links the request's signal to the handler's: a client that closes the call ends it CANCELLED

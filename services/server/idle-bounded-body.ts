@@ -21,17 +21,23 @@ export function requestIdleRefusal(idleMs: number, part: string, received: strin
  * elsewhere between two asks (waiting for room in the budget) does not
  * count.
  *
+ * @param onIdle called once the bound is passed, before the iteration
+ *   throws (the Connect listener closes an HTTP/1.1 connection after the
+ *   refusal: the rest of its body will not come in time to be read past).
  * @throws ConnectError UNAVAILABLE naming `--request-idle-timeout` and the
  *   bytes received (nothing was stored: the request never arrived whole);
  *   whatever `body` throws.
  */
-export async function* idleBoundedBody(body: AsyncIterable<Uint8Array>, idleMs: number): AsyncIterable<Uint8Array> {
+export async function* idleBoundedBody(body: AsyncIterable<Uint8Array>, idleMs: number, onIdle?: () => void): AsyncIterable<Uint8Array> {
   const chunks = body[Symbol.asyncIterator]();
   let received = 0;
   for (;;) {
     let timer: NodeJS.Timeout | undefined;
     const idle = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(requestIdleRefusal(idleMs, "body", `${received} bytes`)), idleMs);
+      timer = setTimeout(() => {
+        onIdle?.();
+        reject(requestIdleRefusal(idleMs, "body", `${received} bytes`));
+      }, idleMs);
     });
     let next: IteratorResult<Uint8Array>;
     try {
