@@ -12,7 +12,7 @@ import { errorChain } from "./error-chain.js";
 export function http2HandshakeProblem(err: unknown): string | undefined {
   for (const e of errorChain(err)) {
     if ((e as { code?: unknown }).code === "ERR_HTTP2_ERROR") {
-      return `the driver did not answer in HTTP/2 (${e.message}): another program may listen there, or the driver serves TLS (give --driver-tls-ca)`;
+      return `the driver did not answer in HTTP/2 (${e.message}): another program may listen there, the driver serves TLS (give --driver-tls-ca), or it was starting or stopping`;
     }
   }
   return undefined;
