@@ -126,7 +126,10 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
  * the body is read (UNAUTHENTICATED in the caller's protocol: Connect, gRPC
  * or gRPC-Web), health is open, and a request that declares its
  * `content-length` takes that many bytes from the in-flight budget before its
- * body is read (waiting for room, or RESOURCE_EXHAUSTED). `handler` gets the
+ * body is read (waiting for room, or RESOURCE_EXHAUSTED). A request that
+ * asks `Expect: 100-continue` is told to send its body only once admitted, so
+ * a refused one is never sent (over HTTP/1.1 its connection is then closed
+ * after the refusal: the body it declared will not come). `handler` gets the
  * call's {@link ConnectCallBytes} to charge the rest (a body of unknown
  * length, the answer); all of it is given back once the answer is written
  * or the response closes, whichever comes first ({@link answerWritten},
@@ -143,20 +146,27 @@ export function connectAdmission<Req extends AnyRequest, Res extends AnyResponse
     const written = answerWritten(res);
     // A body left unread (a request refused before or midway) is read and dropped once answered, so the client can read the answer.
     discardUnreadBodyWhenAnswered(req, written, options.requestIdleMs);
+    const expectsContinue = String(req.headers.expect ?? "").toLowerCase() === "100-continue";
+    const admitted = () => {
+      if (expectsContinue) res.writeContinue();
+      handler(req, res, bytes, written);
+    };
+    const refused = (err: ConnectError) => {
+      // Told no before it sent its body: over HTTP/1.1 the body will not come, so the connection cannot carry another request.
+      if (expectsContinue && !("stream" in res)) (res as ServerResponse).shouldKeepAlive = false;
+      endWithError(req, res, err);
+    };
     if (!health) {
       const authorization = req.headers.authorization;
       const unauthenticated = authRefusal(options, Array.isArray(authorization) ? authorization[0] : authorization);
-      if (unauthenticated !== undefined) return endWithError(req, res, unauthenticated);
+      if (unauthenticated !== undefined) return refused(unauthenticated);
     }
     // Health is open and never waits for room, as on the gRPC listener: a probe must answer while big calls fill the budget.
     const bytes = new ConnectCallBytes(health ? undefined : options.budget);
     void written.then(() => bytes.end());
     const declared = Number(req.headers["content-length"]);
-    if (!Number.isInteger(declared) || declared <= 0) return handler(req, res, bytes, written);
-    bytes.reserveRequest(declared).then(
-      () => handler(req, res, bytes, written),
-      (err: ConnectError) => endWithError(req, res, err),
-    );
+    if (!Number.isInteger(declared) || declared <= 0) return admitted();
+    bytes.reserveRequest(declared).then(admitted, refused);
   };
 }
 

@@ -226,6 +226,8 @@ async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, 
           },
           gated,
         );
+  // A request that asks "Expect: 100-continue" is admitted before it is told to send its body (admission.ts).
+  server.on("checkContinue", gated);
   if (tls !== undefined) notePeers(server);
   watchConnectPeers(server, keepalive, logger);
   server.on("tlsClientError", (err: NodeJS.ErrnoException, socket: FailedTlsSocket) => logPeerTlsError(logger, "Connect", err, socket, server));

@@ -188,6 +188,32 @@ describe("the memory budget for bytes in flight on the Connect listener (--max-i
     await expectCode(client().load({ sessionId: "h1-huge" }), Code.NotFound);
   });
 
+  test("a request asking Expect: 100-continue that does not fit is refused before it sends its body, and its connection closed; one that fits is told to continue", async () => {
+    const send = (body: Buffer) =>
+      new Promise<{ continued: boolean; status: number; connection: string | undefined }>((resolve, reject) => {
+        const headers = { "content-type": "application/proto", "content-length": String(body.length), expect: "100-continue" };
+        const req = httpsRequest(`${baseUrl}${SAVE_PATH}`, { method: "POST", headers, ca: pki.read(pki.caCert), agent: false });
+        let continued = false;
+        req.on("continue", () => {
+          continued = true;
+          req.end(body);
+        });
+        req.on("response", (res) => {
+          res.resume();
+          res.once("end", () => {
+            resolve({ continued, status: res.statusCode!, connection: res.headers.connection });
+            req.destroy();
+          });
+        });
+        req.on("error", reject);
+      });
+    // 20 MiB needs 60 MiB of the 48 MB budget: refused from its headers. Before, Node told it to continue first.
+    expect(await send(saveBody("expect-refused", 20 * MiB))).toEqual({ continued: false, status: 429, connection: "close" });
+    expect(await send(saveBody("expect-served", MiB))).toMatchObject({ continued: true, status: 200 });
+    expect((await client().load({ sessionId: "expect-served" })).snapshot?.payload.length).toBe(MiB);
+    await expectCode(client().load({ sessionId: "expect-refused" }), Code.NotFound);
+  });
+
   test("a request of unknown length within the budget is served", async () => {
     const stream = h2.request({ ":method": "POST", ":path": SAVE_PATH, "content-type": "application/proto" });
     const status = new Promise<number>((resolve) => stream.once("response", (h) => resolve(Number(h[":status"]))));
