@@ -18,7 +18,8 @@ export const REQUEST_STEP_BYTES = 1024 * 1024;
  *   held until the call ends, or given back at once when the request is
  *   refused;
  * - answer bytes: each chunk connect-node writes is taken before it is
- *   written and given back once written ({@link chargedAnswer});
+ *   written and given back once written ({@link chargedAnswer}); only a
+ *   read's chunk over 64 KiB may wait or be refused, as the method has run;
  * - a take waits up to the budget's wait, then fails RESOURCE_EXHAUSTED (at
  *   once when the call's bytes are more than the whole budget allows);
  * - everything still held is given back when the answer is written or the
@@ -84,12 +85,13 @@ export class ConnectCallBytes {
    * handed on and given back when the next one is asked for (connect-node
    * asks once the chunk is written) or the answer ends.
    *
-   * @throws ConnectError RESOURCE_EXHAUSTED from the iteration when a chunk finds no room in time.
+   * @param read true for a method that changes nothing (read-only-methods.ts).
+   * @throws ConnectError RESOURCE_EXHAUSTED from the iteration when a read's chunk over 64 KiB finds no room in time.
    */
-  async *chargedAnswer(body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
+  async *chargedAnswer(body: AsyncIterable<Uint8Array>, read: boolean): AsyncIterable<Uint8Array> {
     try {
       for await (const chunk of body) {
-        await this.take(chunk.length, "answer");
+        await this.takeAnswer(chunk.length, read);
         this.answerHeld = chunk.length;
         yield chunk;
         this.releaseAnswer();
@@ -114,6 +116,17 @@ export class ConnectCallBytes {
   private releaseAnswer(): void {
     this.budget?.release(this.answerHeld);
     this.answerHeld = 0;
+  }
+
+  /** Takes an answer chunk of `bytes` (inflight-budget.ts `takeAnswer`: only a read's large chunk may wait or be refused); gives them back at once if the call ended meanwhile. */
+  private async takeAnswer(bytes: number, read: boolean): Promise<void> {
+    if (this.ended) throw clientGone();
+    if (this.budget === undefined) return;
+    await this.budget.takeAnswer(bytes, read);
+    if (this.ended) {
+      this.budget.release(bytes);
+      throw clientGone();
+    }
   }
 
   /** Takes `bytes`, waiting for room; gives them back at once if the call ended meanwhile. */

@@ -8,6 +8,7 @@ import { clientClosedSignal } from "./client-closed-signal.js";
 import type { ConnectCalls } from "./connect-calls.js";
 import { idleBoundedBody } from "./idle-bounded-body.js";
 import { leaveLongConnectDeadlineToClient } from "./long-deadlines.js";
+import { readOnlyMethod } from "./read-only-methods.js";
 import type { MountedService } from "./service-registry.js";
 
 type AnyRequest = IncomingMessage | Http2ServerRequest;
@@ -62,7 +63,7 @@ export function connectHandler(mounted: readonly MountedService[], admission: Ad
       // connect-node 2.1's universalResponseToNodeResponse waits for an "end" event that Node's responses never emit
       // (they emit "finish" and "close"): its promise does not settle once the answer is written, so that counts instead.
       // Before, every Connect call stayed counted as running and SIGTERM waited all of --shutdown-grace (fresh-eyes run).
-      .then((answer) => Promise.race([universalResponseToNodeResponse({ ...answer, body: answer.body && bytes.chargedAnswer(answer.body) }, res), written]))
+      .then((answer) => Promise.race([universalResponseToNodeResponse({ ...answer, body: answer.body && bytes.chargedAnswer(answer.body, readOnlyMethod(handler.method.name)) }, res), written]))
       .catch((err: unknown) => endWithError(req, res, ConnectError.from(err)))
       .finally(call.end);
   }, admission);

@@ -7,6 +7,7 @@ import { decodeRequest } from "../rpc/decode-request.js";
 import { hasFramingRoom, preEncoded } from "../rpc/encoded-answer.js";
 import { frameInPlace } from "./grpc-framed-answers.js";
 import type { InflightBudget } from "./inflight-budget.js";
+import { readOnlyMethod } from "./read-only-methods.js";
 import type { DirectUnaryCall, DirectUnaryPath } from "./grpc-direct-unary.js";
 
 /**
@@ -207,16 +208,17 @@ function encode(desc: DescMessage, message: unknown): Buffer {
 }
 
 /**
- * Takes an encoded answer's bytes from the budget (waiting briefly for room)
- * and gives them back when the call ends (a grpc-js call emits `cancelled`
+ * Takes an encoded answer's bytes from the budget (a read's large answer
+ * waiting briefly for room; any other at once: inflight-budget.ts
+ * `takeAnswer`) and gives them back when the call ends (a grpc-js call emits `cancelled`
  * once the status is sent, or when the client goes away; a direct one,
  * grpc-direct-unary.ts, once its stream closes).
  *
- * @throws ConnectError RESOURCE_EXHAUSTED when no room was made in time.
+ * @throws ConnectError RESOURCE_EXHAUSTED when no room was made in time for a read's large answer.
  */
-async function budgetAnswer(call: UnaryCall, budget: InflightBudget | undefined, answer: Buffer): Promise<Buffer> {
+async function budgetAnswer(call: UnaryCall, budget: InflightBudget | undefined, answer: Buffer, read: boolean): Promise<Buffer> {
   if (budget === undefined) return answer;
-  if (!budget.tryTake(answer.length)) await budget.take(answer.length, "answer");
+  await budget.takeAnswer(answer.length, read);
   if (call.cancelled) budget.release(answer.length);
   else call.once("cancelled", () => budget.release(answer.length));
   return answer;
@@ -234,7 +236,7 @@ async function runUnary(
   try {
     if (fn === undefined) throw new ConnectError(`${method.name} is not implemented`, Code.Unimplemented);
     const response = await fn(decodeRequest(method.input, call.request), context);
-    return await budgetAnswer(call, budget, encode(method.output, response));
+    return await budgetAnswer(call, budget, encode(method.output, response), readOnlyMethod(method.name));
   } finally {
     context.finish();
   }

@@ -152,7 +152,25 @@ export class InflightBudget implements CallActivity {
     }
   }
 
-  /** Gives back message bytes taken with {@link tryTake} or {@link take}. */
+  /**
+   * Takes the bytes of a unary call's answer, whose method has already run.
+   * Only a read's answer larger than {@link SMALL_CALL_BYTES} may wait and be
+   * refused (as {@link take}): refusing a write's answer would tell the caller
+   * RESOURCE_EXHAUSTED, "retry later", for a change that was applied, and a
+   * caller that retries would apply it twice (a fresh-eyes run: an Append
+   * stored, then refused after 2 s). Any other answer is taken at once, past
+   * the budget if need be (small, or bounded by the write's own message).
+   *
+   * @param read true for a method that changes nothing (`readOnlyMethod`).
+   * @throws ConnectError RESOURCE_EXHAUSTED, for a read's large answer only.
+   */
+  async takeAnswer(bytes: number, read: boolean): Promise<void> {
+    if (this.tryTake(bytes)) return;
+    if (read && bytes > SMALL_CALL_BYTES) return this.take(bytes, "answer");
+    this.add(bytes * HELD_COPIES);
+  }
+
+  /** Gives back message bytes taken with {@link tryTake}, {@link take} or {@link takeAnswer}. */
   release(bytes: number): void {
     if (bytes === 0) return;
     this.add(-bytes * HELD_COPIES);
