@@ -8,6 +8,7 @@ import { NO_WHOLE_MESSAGE, SECOND_MESSAGE } from "./grpc-framing-status.js";
 import { answerWritten, framedAnswer } from "./grpc-framed-answers.js";
 import { toServiceError } from "./grpc-adapter.js";
 import type { Logger } from "./logger.js";
+import type { AnswerStallWatch } from "./answer-stall-watch.js";
 import { GRPC_TIMEOUT, grpcTimeoutMs, leaveLongGrpcDeadlineToClient } from "./long-deadlines.js";
 import { MAX_TIMER_MS } from "../../common/timer-limit.js";
 
@@ -75,10 +76,14 @@ const OK_TRAILERS = { "grpc-status": "0", "grpc-message": "OK" };
 export class DirectUnaryPath {
   private readonly routes = new Map<string, DirectRoute>();
 
-  /** @param logger where a failure to write an answer is logged (never payloads). */
+  /**
+   * @param logger where a failure to write an answer is logged (never payloads).
+   * @param stalls watches every stream of the listener, served here or by grpc-js, for an answer its client stops taking.
+   */
   constructor(
     private readonly admission: AdmissionOptions,
     private readonly logger: Logger,
+    private readonly stalls?: AnswerStallWatch,
   ) {}
 
   /** Serves calls to `path` (`/package.Service/Method`) directly from now on. */
@@ -111,6 +116,7 @@ export class DirectUnaryPath {
   private inFrontOf(handler: StreamHandler): StreamHandler {
     const direct = this;
     return function (this: GrpcServerInternals, interceptors, stream, headers) {
+      direct.stalls?.watchStream(stream);
       const route = direct.routeFor(headers);
       if (route === undefined) {
         // grpc-js would end a call whose deadline is beyond its 32-bit timer at once (long-deadlines.ts).

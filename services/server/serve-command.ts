@@ -131,6 +131,7 @@ interface ServeFlags extends StoreFlags {
   redisWaitReplicas: number;
   shutdownGrace: number;
   requestIdleTimeout: number;
+  answerIdleTimeout: number;
   storeTimeout: number;
   keepaliveTime: number;
   keepaliveTimeout: number;
@@ -173,6 +174,7 @@ export function serveOptions(serviceArgs: string[], f: ServeFlags): ServerOption
     settings: { leaseTtlMs: f.leaseTtl, maxFollowers: f.maxFollowers, followBuffer: f.followBuffer, followStallMs: f.followStall, followPollIntervalMs: f.followPollInterval },
     shutdownGraceMs: f.shutdownGrace,
     requestIdleTimeoutMs: f.requestIdleTimeout,
+    answerIdleTimeoutMs: f.answerIdleTimeout,
     connections: {
       keepaliveTimeMs: f.keepaliveTime,
       keepaliveTimeoutMs: f.keepaliveTimeout,
@@ -299,6 +301,14 @@ export function serveCommand(): Command {
       )
         .default(30_000, "30s")
         .argParser(parseDuration),
+    )
+    .addOption(
+      new Option(
+        "--answer-idle-timeout <duration>",
+        "how long an answer may wait with none of its bytes taken by its client before its call is ended (its stream reset, or its HTTP/1.1 connection closed) and its share of --max-inflight-bytes given back; a slow reader is never cut off (0: never; gRPC and Connect listeners)",
+      )
+        .default(30_000, "30s")
+        .argParser(parseDurationOrZero),
     )
     .addOption(new Option("--shutdown-grace <duration>", "time unary calls get to finish after SIGTERM").default(10_000, "10s").argParser(parseDuration))
     .addOption(new Option("--log-level <level>", "log level").choices(["trace", "debug", "info", "warn", "error", "fatal"]).default("info"))

@@ -1,6 +1,6 @@
 import * as grpc from "@grpc/grpc-js";
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http";
-import { createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
+import { createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Stream } from "node:http2";
 import { existsSync, lstatSync, unlinkSync } from "node:fs";
 import { connect, type Server as NetServer } from "node:net";
 import { dirname } from "node:path";
@@ -10,6 +10,7 @@ import { StartupError } from "../storage/redis-connection.js";
 import { refuseUnfinishedCopy } from "../storage/copy/unfinished-copy.js";
 import { mountOnGrpc, OpenStreams, type AnyServiceImpl } from "./grpc-adapter.js";
 import { DirectUnaryPath } from "./grpc-direct-unary.js";
+import { AnswerStallWatch } from "./answer-stall-watch.js";
 import { grpcAdmission, type AdmissionOptions } from "./admission.js";
 import { joinGrpcMessagesOnArrival } from "./grpc-message-joiner.js";
 import { sendFramedAnswersAsIs } from "./grpc-framed-answers.js";
@@ -70,6 +71,8 @@ export interface ServerOptions {
   maxInflightBytes: number;
   /** Milliseconds an admitted request message may receive no bytes before its call ends UNAVAILABLE (`--request-idle-timeout`). */
   requestIdleTimeoutMs: number;
+  /** Milliseconds an answer may wait with none of its bytes taken by its client before its stream is reset (`--answer-idle-timeout`; 0: never). */
+  answerIdleTimeoutMs: number;
   logLevel: string;
 }
 
@@ -201,13 +204,25 @@ interface ConnectListener {
   serve(mounted: MountedService[]): void;
 }
 
-async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, admission: AdmissionOptions, keepalive: ConnectKeepalive, gate: StartGate, logger: Logger, calls: ConnectCalls): Promise<ConnectListener> {
+async function listenConnect(
+  addr: ListenAddress,
+  tls: TlsMaterial | undefined,
+  admission: AdmissionOptions,
+  keepalive: ConnectKeepalive,
+  gate: StartGate,
+  logger: Logger,
+  calls: ConnectCalls,
+  stalls: AnswerStallWatch | undefined,
+): Promise<ConnectListener> {
   let handler: ((req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse) => void) | undefined;
-  const gated = (req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse) =>
+  const gated = (req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse) => {
+    // HTTP/2 streams are watched as they open (below); an HTTP/1.1 connection once, at its first request.
+    if (!("stream" in req)) stalls?.watchSocket(req.socket);
     gate.admit(
       () => handler!(req, res),
       () => req.destroy(),
     );
+  };
   const server =
     tls === undefined
       ? createHttpServer(gated)
@@ -228,6 +243,7 @@ async function listenConnect(addr: ListenAddress, tls: TlsMaterial | undefined, 
         );
   // A request that asks "Expect: 100-continue" is admitted before it is told to send its body (admission.ts).
   server.on("checkContinue", gated);
+  if (stalls !== undefined && tls !== undefined) (server as Http2SecureServer).on("stream", (stream: ServerHttp2Stream) => stalls.watchStream(stream));
   if (tls !== undefined) notePeers(server);
   watchConnectPeers(server, keepalive, logger);
   server.on("tlsClientError", (err: NodeJS.ErrnoException, socket: FailedTlsSocket) => logPeerTlsError(logger, "Connect", err, socket, server));
@@ -287,7 +303,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   sendFramedAnswersAsIs();
   const grpcServer = new grpc.Server(grpcServerOptions(options.connections, admission));
   // Plain unary calls bypass grpc-js's interceptors (grpc-direct-unary.ts): a rule added as an interceptor must be added there too.
-  const directUnary = new DirectUnaryPath(admission, logger);
+  // Answers whose client stopped taking their bytes are ended, on both listeners (answer-stall-watch.ts).
+  const stalls =
+    options.answerIdleTimeoutMs > 0
+      ? new AnswerStallWatch(options.answerIdleTimeoutMs, (pendingBytes, http) =>
+          logger.warn({ pendingBytes, http, answerIdleMs: options.answerIdleTimeoutMs }, "an answer's client took none of it for --answer-idle-timeout; its call was ended"),
+        )
+      : undefined;
+  const directUnary = new DirectUnaryPath(admission, logger, stalls);
   directUnary.install(grpcServer);
   // Health requests are limited there as on the main listener (admission.ts HEALTH_REQUEST_BYTES).
   const probes = healthAddr === undefined ? undefined : new grpc.Server({ interceptors: [grpcAdmission(admission)] });
@@ -296,6 +319,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const gate = new StartGate();
 
   const cleanup: Array<() => unknown> = [];
+  if (stalls !== undefined) cleanup.push(() => stalls.close());
   const moduleCleanup: Array<() => void | Promise<void>> = [];
   let backend: Backend | undefined;
   try {
@@ -310,7 +334,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const address = await listenOn(grpcListener, grpcAddr, "--listen");
     let connect: ConnectListener | undefined;
     if (connectAddr !== undefined) {
-      const listening = listenConnect(connectAddr, tls, admission, options.connections, gate, logger, connectCalls);
+      const listening = listenConnect(connectAddr, tls, admission, options.connections, gate, logger, connectCalls, stalls);
       cleanup.push(() => void listening.then((c) => c.server.close(), () => undefined));
       connect = await listening;
     }
