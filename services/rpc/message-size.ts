@@ -25,3 +25,12 @@ function varintBytes(n: number): number {
 export function delimitedFieldBytes(n: number): number {
   return 1 + varintBytes(n) + n;
 }
+
+/**
+ * Encoded size of an answer holding one record `{format, payload}` as its
+ * field 1 (Load's snapshot, LoadSchedule's and ClaimSchedule's schedule):
+ * `format` as UTF-8 and `payloadBytes` of payload.
+ */
+export function recordAnswerBytes(format: string, payloadBytes: number): number {
+  return delimitedFieldBytes(delimitedFieldBytes(Buffer.byteLength(format, "utf8")) + delimitedFieldBytes(payloadBytes));
+}

@@ -7,6 +7,7 @@
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { ScheduleFireRecord, ScheduleRecord } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
 import { invalidArgument } from "../rpc/errors.js";
+import { HARNESS_MESSAGE_BYTES, recordAnswerBytes } from "../rpc/message-size.js";
 import { timestampToNanos } from "../rpc/timestamp.js";
 import { requireFormat, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
 import { ZERO_TIME_NANOS } from "../json/rfc3339.js";
@@ -58,8 +59,19 @@ function decodePayload<T>(field: string, payload: Uint8Array, decode: (text: str
 }
 
 /**
+ * Bytes kept free in a schedule's answers for the state the store writes into
+ * its payload as it is claimed, fired and deleted (counts, nanosecond
+ * timestamps, and IDs of at most 16 KiB each: the fire's session, the
+ * deletion): a schedule whose payload left less was stored, then its claim
+ * was applied and answered RESOURCE_EXHAUSTED "Sent message larger than max",
+ * and it could never be loaded again (a fresh-eyes run).
+ */
+export const SCHEDULE_STATE_ROOM_BYTES = 256 * 1024;
+
+/**
  * SaveSchedule's checks, in the reference order: the envelope (present,
- * known format, non-empty payload), the JSON (decodable, format tag agreeing
+ * known format, non-empty payload, room for its answers within the harness's
+ * 64 MiB limit), the JSON (decodable, format tag agreeing
  * with `Spec.PlacementOwned`), then `Spec.Name` equal to `name`.
  *
  * @param name the already-checked request name.
@@ -69,6 +81,13 @@ export function validScheduleRecord(name: string, rec: ScheduleRecord | undefine
   const record = requirePresent("schedule", rec);
   requireFormat("schedule.format", record.format, [SCHEDULE_FORMAT_V1, SCHEDULE_FORMAT_OWNED]);
   requireNonEmptyBytes("schedule.payload", record.payload);
+  // LoadSchedule and the claims answer the schedule with the state the store adds: all must fit the harness's 64 MiB limit.
+  if (recordAnswerBytes(record.format, record.payload.byteLength) + SCHEDULE_STATE_ROOM_BYTES > HARNESS_MESSAGE_BYTES) {
+    throw invalidArgument(
+      "schedule.payload",
+      `${record.payload.byteLength} bytes is too large: its LoadSchedule and ClaimSchedule answers, with up to ${SCHEDULE_STATE_ROOM_BYTES} bytes of state a claim or fire adds, would exceed the harness's ${HARNESS_MESSAGE_BYTES}-byte message limit`,
+    );
+  }
   const doc = decodePayload("schedule.payload", record.payload, parseSchedule);
   if ((record.format === SCHEDULE_FORMAT_OWNED) !== doc.placementOwned) {
     throw invalidArgument("schedule.format", `${JSON.stringify(record.format)} does not match Spec.PlacementOwned=${doc.placementOwned}`);

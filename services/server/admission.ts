@@ -83,7 +83,9 @@ export function grpcAdmission(options: AdmissionOptions): grpc.ServerInterceptor
           onReceiveHalfClose: (next) => {
             const trailing = watch?.trailing();
             if (trailing !== undefined) return refuse(trailing);
-            next();
+            // grpc-js runs the method at the half-close: not before the message's bytes are taken from the budget.
+            if (watch === undefined) next();
+            else watch.whenAdmitted(next);
           },
         }),
       sendStatus: (status, next) => next(framingStatus(status)),

@@ -3,6 +3,7 @@ import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { binaryMediaType, JSON_MESSAGE_BYTES, mediaType } from "./connect-request-check.js";
 import { preEncoded } from "../rpc/encoded-answer.js";
 import type { AnyServiceImpl } from "./grpc-adapter.js";
+import { readOnlyMethod } from "./read-only-methods.js";
 
 /**
  * `impl` as the Connect listener serves it:
@@ -11,11 +12,14 @@ import type { AnyServiceImpl } from "./grpc-adapter.js";
  *   binary caller as those bytes (protobuf-es writes them back as the
  *   message's unknown fields), and is decoded into its message for any other
  *   caller (JSON: protobuf-es does not write unknown fields into JSON);
- * - a JSON caller's answer (each message of a stream too) whose protobuf
- *   encoding is over {@link JSON_MESSAGE_BYTES} is refused with
+ * - a JSON caller's answer of a read (each message of a stream too) whose
+ *   protobuf encoding is over {@link JSON_MESSAGE_BYTES} is refused with
  *   RESOURCE_EXHAUSTED naming the size and the limit, before any JSON is
  *   written: protobuf-es writes `bytes` fields as base64 on the event loop,
- *   about 0.2 s per MiB, while every other call and health waits;
+ *   about 0.2 s per MiB, while every other call and health waits. A write's
+ *   answer is not: the write ran, and refusing it would tell the caller it
+ *   failed (a fresh-eyes run: ClaimScheduleNow of a 1.5 MB schedule from
+ *   curl was applied, then answered 429, three times);
  * - a server stream (follow, health Watch) that stops because the call's
  *   deadline passed or the server is shutting down ends with that error,
  *   not OK (see {@link endedAsTheServerEndedIt}).
@@ -30,7 +34,9 @@ export function servedOnConnect(service: DescService, impl: AnyServiceImpl): Any
         const answer: unknown = await fn(request, context);
         if (binaryCaller(context)) return answer;
         const bytes = preEncoded(answer);
-        return jsonSized(method, bytes === undefined ? answer : fromBinary(method.output, bytes), bytes?.byteLength);
+        const message = bytes === undefined ? answer : fromBinary(method.output, bytes);
+        // A write's answer is given whatever its size: the write ran (read-only-methods.ts).
+        return readOnlyMethod(method.name) ? jsonSized(method, message, bytes?.byteLength) : message;
       };
     } else if (method.methodKind === "server_streaming") {
       out[method.localName] = (request: unknown, context: HandlerContext) => {

@@ -37,7 +37,8 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
  * @param maxMessageBytes largest message read or written, in bytes.
  */
 export function connectHandler(mounted: readonly MountedService[], admission: AdmissionOptions, maxMessageBytes: number, calls: ConnectCalls): (req: AnyRequest, res: AnyResponse) => void {
-  const router = createConnectRouter({ readMaxBytes: maxMessageBytes, writeMaxBytes: maxMessageBytes, acceptCompression: [compressionGzip, compressionBrotli] });
+  // Answers past the message limit never leave the stores; a write's answer in JSON (base64 bytes) may be a third larger.
+  const router = createConnectRouter({ readMaxBytes: maxMessageBytes, writeMaxBytes: 2 * maxMessageBytes, acceptCompression: [compressionGzip, compressionBrotli] });
   for (const m of mounted) router.service(m.desc, m.impl as never);
   const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
   return connectAdmission((req: AnyRequest, res: AnyResponse, bytes, written) => {

@@ -238,10 +238,14 @@ export class DirectUnaryCall {
       if (this.messages === 0) return this.fail(new ConnectError(NO_WHOLE_MESSAGE, Code.InvalidArgument));
       const trailing = watch.trailing();
       if (trailing !== undefined) return this.fail(trailing);
-      // A deadline that has passed by now (0n, or a body slower than it) is refused before its timer runs: the method must not run.
-      if (Date.now() >= this.deadlineMs) return this.fail(deadlineExceeded());
-      // Nothing thrown while answering may reach the process (an unhandled rejection ends it): the stream is reset instead.
-      route.run(this).then(this.answer, this.fail).catch(this.broken);
+      // The method runs once the message's bytes are taken from the budget, not before (grpc-request-watch.ts).
+      watch.whenAdmitted(() => {
+        if (this.answered || this.gone()) return;
+        // A deadline that has passed by now (0n, or a body slower than it) is refused before its timer runs: the method must not run.
+        if (Date.now() >= this.deadlineMs) return this.fail(deadlineExceeded());
+        // Nothing thrown while answering may reach the process (an unhandled rejection ends it): the stream is reset instead.
+        route.run(this).then(this.answer, this.fail).catch(this.broken);
+      });
     });
   }
 

@@ -64,7 +64,12 @@ export interface RequestWatchSettings {
  *   deadline passed, which a call without a deadline never does, and
  *   large calls of every other client waited for room (issue 11, a
  *   fresh-eyes run). Time spent paused while the budget has no room does
- *   not count.
+ *   not count. So is one whose message came whole but whose request does not
+ *   end (END_STREAM) for `idleMs`: its method never runs, and it held its
+ *   share for as long as the stream lived (a fresh-eyes run);
+ * - the method runs only once the message is admitted to the budget
+ *   ({@link whenAdmitted}), though a small message is whole before the
+ *   stream's pause can take effect.
  *
  * Refusals go through `refuse` (once: the first refusal ends the call),
  * and grpc-js discards what still arrives. It reads the HTTP/2 stream grpc-js keeps on its base call
@@ -86,8 +91,14 @@ export class GrpcRequestWatch {
   /** Set once the call was refused: it is refused once. */
   private refused = false;
   private readonly refuse: (err: ConnectError) => void;
-  /** Armed while an admitted message is not whole: fires when no bytes arrived for `settings.idleMs`. */
+  /** Armed while an admitted request has not ended: fires when no bytes arrived (or, the message whole, no end) for `settings.idleMs`. */
   private idleTimer: NodeJS.Timeout | undefined;
+  /** Set once the message's bytes are taken from the budget (at once without one). */
+  private admitted = false;
+  /** What waits for {@link admitted} ({@link whenAdmitted}); dropped when the call is refused. */
+  private waiting: Array<() => void> = [];
+  /** Set once the request has ended (END_STREAM). */
+  private ended = false;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -97,15 +108,37 @@ export class GrpcRequestWatch {
     this.refuse = (err) => {
       if (this.refused) return;
       this.refused = true;
+      this.waiting = [];
       clearTimeout(this.idleTimer);
       refuse(err);
     };
+    if (settings.budget === undefined) this.admitted = true;
     stream.prependListener("data", this.onData);
+    stream.once("end", () => {
+      this.ended = true;
+      clearTimeout(this.idleTimer);
+    });
     stream.once("close", () => {
       stream.off("data", this.onData);
       clearTimeout(this.idleTimer);
       if (this.taken > 0) settings.budget?.release(this.taken);
     });
+  }
+
+  /**
+   * Runs `run` once the request message's bytes are taken from the budget:
+   * at once if they are, later if the budget has no room yet, never if the
+   * call is refused meanwhile. The method must not run before: a message
+   * that arrives in one chunk is whole before its pause takes effect, and a
+   * method run while its budget wait timed out was answered
+   * RESOURCE_EXHAUSTED "retry later" after its write was stored (a
+   * fresh-eyes run, both gRPC paths).
+   */
+  whenAdmitted(run: () => void): void {
+    if (this.refused) return;
+    // No message prefix came: nothing is charged, and the caller refuses the empty request.
+    if (this.admitted || this.declared === undefined) run();
+    else this.waiting.push(run);
   }
 
   /** A refusal for the bytes after the one request message, or undefined when the body held no more than it. */
@@ -123,25 +156,36 @@ export class GrpcRequestWatch {
     if (declared !== undefined && this.received >= 2 * GRPC_PREFIX_BYTES + declared) {
       this.refuse(new ConnectError(SECOND_MESSAGE, Code.InvalidArgument));
     }
-    if (this.idleTimer !== undefined) {
-      if (this.messageWhole()) {
-        clearTimeout(this.idleTimer);
-        this.idleTimer = undefined;
-      } else this.idleTimer.refresh();
-    }
+    this.idleTimer?.refresh();
   };
 
-  /** True once the one message has arrived whole. */
-  private messageWhole(): boolean {
-    return this.declared !== undefined && this.received >= GRPC_PREFIX_BYTES + this.declared;
+  /**
+   * The message is admitted: runs what waited for it, and starts counting
+   * idle time until the request ends (see the class comment). A message
+   * whole but never followed by its end (END_STREAM) would otherwise hold its
+   * share of the budget for as long as the stream lived (a fresh-eyes run).
+   */
+  private admit(bytes: number): void {
+    this.taken = bytes;
+    this.admitted = true;
+    if (this.refused) return;
+    if (!this.ended) {
+      const { idleMs } = this.settings;
+      this.idleTimer = setTimeout(() => this.refuse(this.idleRefusal(idleMs)), idleMs);
+      this.idleTimer.unref();
+    }
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (const run of waiting) run();
   }
 
-  /** Starts counting idle time for an admitted message that is not whole yet (see the class comment). */
-  private watchIdle(): void {
-    if (this.refused || this.messageWhole()) return;
-    const { idleMs } = this.settings;
-    this.idleTimer = setTimeout(() => this.refuse(requestIdleRefusal(idleMs, "message", `${this.received} of ${GRPC_PREFIX_BYTES + this.declared!} bytes`)), idleMs);
-    this.idleTimer.unref();
+  private idleRefusal(idleMs: number): ConnectError {
+    const whole = GRPC_PREFIX_BYTES + this.declared!;
+    if (this.received < whole) return requestIdleRefusal(idleMs, "message", `${this.received} of ${whole} bytes`);
+    return new ConnectError(
+      `request: the request message arrived whole but the request did not end (no END_STREAM) for ${idleMs} ms (--request-idle-timeout); nothing was stored`,
+      Code.Unavailable,
+    );
   }
 
   /** Reads the message prefix from `chunk` (whose bytes count in {@link received} already), and takes the message's bytes from the budget once it is whole. */
@@ -189,19 +233,14 @@ export class GrpcRequestWatch {
   private take(bytes: number): void {
     const budget = this.settings.budget;
     if (budget === undefined) return;
-    if (budget.tryTake(bytes)) {
-      this.taken = bytes;
-      this.watchIdle();
-      return;
-    }
+    if (budget.tryTake(bytes)) return this.admit(bytes);
     this.stream.pause();
     budget.take(bytes, "request").then(
       () => {
         if (this.stream.closed) budget.release(bytes);
         else {
-          this.taken = bytes;
           this.stream.resume();
-          this.watchIdle();
+          this.admit(bytes);
         }
       },
       this.refuse,

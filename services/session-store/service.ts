@@ -13,7 +13,7 @@ import { mapEntries } from "../storage/index-scan.js";
 import { invalidArgument, notFound } from "../rpc/errors.js";
 import { requireFormat, requireId, requireNonEmptyBytes, requirePresent } from "../rpc/validate.js";
 import { microsToTimestamp } from "../rpc/timestamp.js";
-import { delimitedFieldBytes, HARNESS_MESSAGE_BYTES } from "../rpc/message-size.js";
+import { HARNESS_MESSAGE_BYTES, recordAnswerBytes } from "../rpc/message-size.js";
 import { ACTIVITY_STATES, type ActivityState } from "./activity.js";
 import { boundaryOf, checkCursorBinding, checkRequestCursor, CURSOR_CONTINUATION, cursorRestart, pagingScope } from "./metadata-cursor.js";
 import { loadAnswer } from "./load-answer.js";
@@ -84,8 +84,7 @@ function validSave(req: SaveRequest, thread: ProjectionThread): { sessionId: str
   requireFormat("snapshot.format", snapshot.format, [SNAPSHOT_FORMAT]);
   requireNonEmptyBytes("snapshot.payload", snapshot.payload);
   // Load answers {snapshot {format, payload}}; it must fit the harness's 64 MiB limit.
-  const formatBytes = delimitedFieldBytes(Buffer.byteLength(snapshot.format, "utf8"));
-  if (delimitedFieldBytes(formatBytes + delimitedFieldBytes(snapshot.payload.byteLength)) > HARNESS_MESSAGE_BYTES) {
+  if (recordAnswerBytes(snapshot.format, snapshot.payload.byteLength) > HARNESS_MESSAGE_BYTES) {
     throw invalidArgument("snapshot.payload", `${snapshot.payload.byteLength} bytes is too large: the Load answer would exceed the harness's ${HARNESS_MESSAGE_BYTES}-byte message limit`);
   }
   if (!(ACTIVITY_STATES as readonly string[]).includes(req.activityState)) {

@@ -3,6 +3,9 @@ import { Code, createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
+import { ScheduleStoreService } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
+import { readSchedule, scheduleRecord, ts } from "../helpers/schedules.js";
+import { SCHEDULE_STATE_ROOM_BYTES } from "../../services/schedule-store/requests.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient, MAX_MESSAGE_BYTES } from "../helpers/clients.js";
 import { expectCode } from "../helpers/errors.js";
@@ -55,7 +58,7 @@ describe("record sizes against the harness's 64 MiB limit", () => {
   let harnessSessions: Client<typeof SessionStoreService>;
 
   beforeAll(async () => {
-    server = await startServer(["event-log", "session-store", "--store", "sqlite::memory:"]);
+    server = await startServer(["event-log", "session-store", "schedule-store", "--store", "sqlite::memory:"]);
     events = grpcClient(EventLogService, server.address);
     sessions = grpcClient(SessionStoreService, server.address);
     const harness = createGrpcTransport({ baseUrl: `http://${server.address}`, readMaxBytes: HARNESS_LIMIT, writeMaxBytes: MAX_MESSAGE_BYTES, nodeOptions: { maxSessionMemory: SESSION_MEMORY_MIB } });
@@ -73,6 +76,24 @@ describe("record sizes against the harness's 64 MiB limit", () => {
     const fits = jsonOf(HARNESS_LIMIT - 64);
     await sessions.save({ sessionId: "size-snap", snapshot: { format: "sessnap-json/1", payload: fits } });
     expect((await harnessSessions.load({ sessionId: "size-snap" })).snapshot?.payload.byteLength).toBe(fits.byteLength);
+  });
+
+  test("a schedule that leaves its answers less than the room for claim state is INVALID_ARGUMENT and not stored; one within it is claimed and loaded by a 64 MiB reader", async () => {
+    const schedules = grpcClient(ScheduleStoreService, server.address);
+    const harnessSchedules = createClient(ScheduleStoreService, createGrpcTransport({ baseUrl: `http://${server.address}`, readMaxBytes: HARNESS_LIMIT, writeMaxBytes: MAX_MESSAGE_BYTES, nodeOptions: { maxSessionMemory: SESSION_MEMORY_MIB } }));
+    const withPrompt = (name: string, bytes: number) => {
+      const base = scheduleRecord({ Name: name, Prompt: "" }).payload.byteLength;
+      return scheduleRecord({ Name: name, Prompt: "p".repeat(bytes - base) }, { Enabled: true, NextFireAt: "2026-01-01T00:00:00Z" });
+    };
+    // Before, this one was stored; its claim was applied, then answered "Sent message larger than max", and it could never be loaded.
+    const tooBig = withPrompt("size-sched", HARNESS_LIMIT - SCHEDULE_STATE_ROOM_BYTES + 64);
+    await expectCode(schedules.saveSchedule({ name: "size-sched", schedule: tooBig }), Code.InvalidArgument, "schedule.payload");
+    await expectCode(schedules.loadSchedule({ name: "size-sched" }), Code.NotFound);
+    const fits = withPrompt("size-sched", HARNESS_LIMIT - SCHEDULE_STATE_ROOM_BYTES - 64);
+    await schedules.saveSchedule({ name: "size-sched", schedule: fits });
+    const claimed = await harnessSchedules.claimScheduleNow({ name: "size-sched", now: ts(1_767_225_600, 123_456_789), nextFire: ts(1_767_229_200, 987_654_321) });
+    expect(readSchedule(claimed.schedule).state.FireCount).toBe(1);
+    expect((await harnessSchedules.loadSchedule({ name: "size-sched" })).schedule?.payload.byteLength).toBeGreaterThan(fits.payload.byteLength);
   });
 
   test("an event or gap whose ReadAfter answer would exceed 64 MiB is INVALID_ARGUMENT and not appended; one just under is readable", async () => {

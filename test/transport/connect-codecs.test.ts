@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { gzipSync } from "node:zlib";
 import { SessionStoreService } from "../../gen/mecatl/driver/v1/session_store_pb.js";
 import { EventLogService } from "../../gen/mecatl/driver/v1/event_log_pb.js";
+import { ScheduleStoreService } from "../../gen/mecatl/driver/v1/schedule_store_pb.js";
+import { readSchedule, scheduleRecord } from "../helpers/schedules.js";
 import { startServer, type ServerProcess } from "../helpers/server.js";
 import { grpcClient } from "../helpers/clients.js";
 import { allBackends, type TestBackend } from "../helpers/backends.js";
@@ -159,6 +161,18 @@ describe.each(allBackends())("the Connect listener's codecs, on $name", (backend
     const small = await post(url("SessionStoreService", "Load"), JSON.stringify({ sessionId: "json-small" }), { "content-type": "application/json" });
     expect(small.status).toBe(200);
     expect(Buffer.from((JSON.parse(small.body.toString()) as { snapshot: { payload: string } }).snapshot.payload, "base64").length).toBe(payload("json-small", 0.9 * MiB).length);
+  });
+
+  test("a write's JSON answer over 1 MiB is given, not refused: ClaimScheduleNow of a 1.5 MB schedule is applied once and answered 200 (it was applied, then answered 429)", async () => {
+    const schedules = grpcClient(ScheduleStoreService, server.address);
+    const name = "json-big-claim";
+    await schedules.saveSchedule({ name, schedule: scheduleRecord({ Name: name, Prompt: "p".repeat(1.5 * MiB) }, { Enabled: true, NextFireAt: "2026-01-01T00:00:00Z" }) });
+    const got = await post(url("ScheduleStoreService", "ClaimScheduleNow"), JSON.stringify({ name, now: "2026-12-07T00:00:00Z", nextFire: "2026-12-07T01:00:00Z" }), { "content-type": "application/json" });
+    expect(got.status).toBe(200);
+    const answered = JSON.parse(got.body.toString()) as { schedule: { format: string; payload: string } };
+    const claimed = readSchedule({ format: answered.schedule.format, payload: Buffer.from(answered.schedule.payload, "base64") });
+    expect(claimed.state.FireCount).toBe(1);
+    expect(readSchedule((await schedules.loadSchedule({ name })).schedule).state.FireCount).toBe(1);
   });
 
   test("a JSON request over 1 MiB is RESOURCE_EXHAUSTED and stores nothing", async () => {

@@ -19,6 +19,13 @@ import { grpcFramed, grpcPrefix, h2GrpcCall } from "../helpers/h2-grpc-call.js";
 
 const MiB = 1024 * 1024;
 const snapshot = (bytes: number) => ({ format: "sessnap-json/1", payload: Buffer.alloc(bytes, 0x61) });
+/** `message` gzip-compressed as one gRPC message: flag 1, its compressed length, the compressed bytes. */
+function gzipFramedMessage(message: Uint8Array): Buffer {
+  const packed = gzipSync(message);
+  const prefix = grpcPrefix(packed.length);
+  prefix[0] = 1;
+  return Buffer.concat([prefix, packed]);
+}
 
 /**
  * Registers hooks that start `session-store` on an in-memory SQLite store
@@ -83,6 +90,34 @@ describe("the memory budget for bytes in flight (--max-inflight-bytes 48MB)", ()
     stalled.close();
     await waiting;
     expect((await client.load({ sessionId: "after" })).snapshot?.payload.length).toBe(8 * MiB);
+    await waitFor(async () => (await inflight()) === 0, 10_000, "the budget to be given back");
+  });
+
+  test("a small request arriving while the budget is full waits for room before its method runs: refused unrun, or run once room comes (direct path and grpc-js's)", async () => {
+    const client = grpcClient(SessionStoreService, server.address);
+    const saveOf = (sessionId: string) => toBinary(SaveRequestSchema, create(SaveRequestSchema, { sessionId, snapshot: snapshot(1000) }));
+    const path = `/${SessionStoreService.typeName}/Save`;
+    // A request announcing a third of the budget (all of it, at 3 copies) and sending 1 KiB: the budget is full.
+    const stalled = stalledSave(16 * MiB - 5);
+    await waitFor(async () => (await inflight()) === 48 * MiB, 10_000, "the stalled request to take the whole budget");
+    // A 1 KB Save arrives in one HTTP/2 frame, whole before its wait can pause it. Before, its method ran at once
+    // (answered OK without budget), and with a store slower than the wait it was stored, then refused "retry later".
+    for (const [name, body, headers] of [
+      ["direct", grpcFramed(saveOf("gated-direct")), {}],
+      ["grpc-js", gzipFramedMessage(saveOf("gated-grpc-js")), { "grpc-encoding": "gzip" }],
+    ] as const) {
+      const answer = await h2GrpcCall(server.address, path, body, headers);
+      expect(answer.status, name).toBe(String(Code.ResourceExhausted));
+      expect(answer.message, name).toMatch(/budget.*full/);
+    }
+    // One that gets room within the wait runs then, once.
+    const waiting = h2GrpcCall(server.address, path, grpcFramed(saveOf("gated-later")));
+    setTimeout(() => stalled.close(), 500);
+    expect((await waiting).status).toBe("0");
+    expect((await client.load({ sessionId: "gated-later" })).snapshot?.payload.length).toBe(1000);
+    // The refused ones never ran.
+    await expectCode(client.load({ sessionId: "gated-direct" }), Code.NotFound);
+    await expectCode(client.load({ sessionId: "gated-grpc-js" }), Code.NotFound);
     await waitFor(async () => (await inflight()) === 0, 10_000, "the budget to be given back");
   });
 
@@ -305,6 +340,20 @@ describe("a request message that stops arriving (--request-idle-timeout 1s, --ma
     // fresh-eyes run: "400 Bad Request" or no answer).
     expect(answer.connection).toBe("close");
     await waitFor(async () => (await inflight()) === 0, 5_000, "the budget to be given back");
+  });
+
+  test("a request whose message came whole but which never ends (no END_STREAM) is refused UNAVAILABLE after 1 s, unrun, and its bytes come back", async () => {
+    const message = toBinary(SaveRequestSchema, create(SaveRequestSchema, { sessionId: "never-ends", snapshot: snapshot(2 * MiB) }));
+    for (const headers of [{}, { "grpc-encoding": "gzip" }]) {
+      const body = "grpc-encoding" in headers ? gzipFramedMessage(message) : grpcFramed(message);
+      const stream = startCall(h2, `/${SessionStoreService.typeName}/Save`, body, headers);
+      const started = Date.now();
+      const answer = await answerOf(stream);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+      expect(answer).toBe(`${Code.Unavailable} request: the request message arrived whole but the request did not end (no END_STREAM) for 1000 ms (--request-idle-timeout); nothing was stored`);
+      await waitFor(async () => (await inflight()) === 0, 5_000, "the budget to be given back");
+    }
+    await expectCode(grpcClient(SessionStoreService, server.address).load({ sessionId: "never-ends" }), Code.NotFound);
   });
 
   test("a message whose bytes keep coming, if slowly, is not cut off: 2 MiB in pieces 400 ms apart over 3 s is stored", async () => {
