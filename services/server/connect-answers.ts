@@ -30,13 +30,14 @@ export function servedOnConnect(service: DescService, impl: AnyServiceImpl): Any
     const fn = impl[method.localName];
     if (fn === undefined) continue;
     if (method.methodKind === "unary") {
+      const read = readOnlyMethod(method.name);
       out[method.localName] = async (request: unknown, context: HandlerContext) => {
         const answer: unknown = await fn(request, context);
         if (binaryCaller(context)) return answer;
         const bytes = preEncoded(answer);
         const message = bytes === undefined ? answer : fromBinary(method.output, bytes);
         // A write's answer is given whatever its size: the write ran (read-only-methods.ts).
-        return readOnlyMethod(method.name) ? jsonSized(method, message, bytes?.byteLength) : message;
+        return read ? jsonSized(method, message, bytes?.byteLength) : message;
       };
     } else if (method.methodKind === "server_streaming") {
       out[method.localName] = (request: unknown, context: HandlerContext) => {

@@ -40,7 +40,10 @@ export class ConnectCallBytes {
    * @throws ConnectError RESOURCE_EXHAUSTED (see the class), CANCELED when the call ended meanwhile.
    */
   async reserveRequest(bytes: number): Promise<void> {
-    await this.take(bytes, "request", this.requestHeld);
+    const held = this.requestHeld;
+    await this.take(bytes, async (budget) => {
+      if (!budget.tryTake(bytes)) await budget.take(bytes, "request", held);
+    });
     this.requestHeld += bytes;
   }
 
@@ -91,7 +94,7 @@ export class ConnectCallBytes {
   async *chargedAnswer(body: AsyncIterable<Uint8Array>, read: boolean): AsyncIterable<Uint8Array> {
     try {
       for await (const chunk of body) {
-        await this.takeAnswer(chunk.length, read);
+        await this.take(chunk.length, (budget) => budget.takeAnswer(chunk.length, read));
         this.answerHeld = chunk.length;
         yield chunk;
         this.releaseAnswer();
@@ -118,22 +121,16 @@ export class ConnectCallBytes {
     this.answerHeld = 0;
   }
 
-  /** Takes an answer chunk of `bytes` (inflight-budget.ts `takeAnswer`: only a read's large chunk may wait or be refused); gives them back at once if the call ended meanwhile. */
-  private async takeAnswer(bytes: number, read: boolean): Promise<void> {
+  /**
+   * Takes `bytes` through `acquire` (one of the budget's takes); gives them
+   * back at once if the call ended meanwhile.
+   *
+   * @throws ConnectError CANCELED when the call has ended; what `acquire` throws.
+   */
+  private async take(bytes: number, acquire: (budget: InflightBudget) => Promise<void>): Promise<void> {
     if (this.ended) throw clientGone();
     if (this.budget === undefined) return;
-    await this.budget.takeAnswer(bytes, read);
-    if (this.ended) {
-      this.budget.release(bytes);
-      throw clientGone();
-    }
-  }
-
-  /** Takes `bytes`, waiting for room; gives them back at once if the call ended meanwhile. */
-  private async take(bytes: number, what: string, heldBytes = 0): Promise<void> {
-    if (this.ended) throw clientGone();
-    if (this.budget === undefined) return;
-    if (!this.budget.tryTake(bytes)) await this.budget.take(bytes, what, heldBytes);
+    await acquire(this.budget);
     if (this.ended) {
       this.budget.release(bytes);
       throw clientGone();

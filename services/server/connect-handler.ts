@@ -40,14 +40,15 @@ export function connectHandler(mounted: readonly MountedService[], admission: Ad
   // Answers past the message limit never leave the stores; a write's answer in JSON (base64 bytes) may be a third larger.
   const router = createConnectRouter({ readMaxBytes: maxMessageBytes, writeMaxBytes: 2 * maxMessageBytes, acceptCompression: [compressionGzip, compressionBrotli] });
   for (const m of mounted) router.service(m.desc, m.impl as never);
-  const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
+  const routes = new Map(router.handlers.map((h) => [h.requestPath, { handler: h, read: readOnlyMethod(h.method.name) }]));
   return connectAdmission((req: AnyRequest, res: AnyResponse, bytes, written) => {
-    const handler = handlers.get(req.url?.split("?", 1)[0] ?? "");
-    if (handler === undefined) {
+    const route = routes.get(req.url?.split("?", 1)[0] ?? "");
+    if (route === undefined) {
       res.writeHead(404);
       res.end();
       return;
     }
+    const { handler, read } = route;
     const request = universalRequestFromNodeRequest(req, res, undefined, undefined);
     leaveLongConnectDeadlineToClient(request.header);
     // Over HTTP/1.1 a body that stopped coming leaves the connection unusable (its next bytes would be read as this
@@ -64,7 +65,7 @@ export function connectHandler(mounted: readonly MountedService[], admission: Ad
       // connect-node 2.1's universalResponseToNodeResponse waits for an "end" event that Node's responses never emit
       // (they emit "finish" and "close"): its promise does not settle once the answer is written, so that counts instead.
       // Before, every Connect call stayed counted as running and SIGTERM waited all of --shutdown-grace (fresh-eyes run).
-      .then((answer) => Promise.race([universalResponseToNodeResponse({ ...answer, body: answer.body && bytes.chargedAnswer(answer.body, readOnlyMethod(handler.method.name)) }, res), written]))
+      .then((answer) => Promise.race([universalResponseToNodeResponse({ ...answer, body: answer.body && bytes.chargedAnswer(answer.body, read) }, res), written]))
       .catch((err: unknown) => endWithError(req, res, ConnectError.from(err)))
       .finally(call.end);
   }, admission);

@@ -64,9 +64,10 @@ export function mountOnGrpc(server: grpc.Server, service: DescService, impl: Any
     };
     const fn = impl[method.localName];
     if (method.methodKind === "unary") {
-      direct?.add(definition[method.localName]!.path, { run: (call) => runUnary(service, method, fn, call, budget) });
+      const read = readOnlyMethod(method.name);
+      direct?.add(definition[method.localName]!.path, { run: (call) => runUnary(service, method, fn, call, budget, read) });
       handlers[method.localName] = (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
-        void runUnary(service, method, fn, call, budget).then(
+        void runUnary(service, method, fn, call, budget, read).then(
           (response) => callback(null, response),
           (err: unknown) => callback(toServiceError(err)),
         );
@@ -230,13 +231,14 @@ async function runUnary(
   fn: AnyServiceImpl[string] | undefined,
   call: UnaryCall,
   budget: InflightBudget | undefined,
+  read: boolean,
 ): Promise<Buffer> {
   // Unary calls are not cut short by shutdown: they get the grace period.
   const context = new GrpcHandlerContext(service, method, call);
   try {
     if (fn === undefined) throw new ConnectError(`${method.name} is not implemented`, Code.Unimplemented);
     const response = await fn(decodeRequest(method.input, call.request), context);
-    return await budgetAnswer(call, budget, encode(method.output, response), readOnlyMethod(method.name));
+    return await budgetAnswer(call, budget, encode(method.output, response), read);
   } finally {
     context.finish();
   }

@@ -93,9 +93,7 @@ export class GrpcRequestWatch {
   private readonly refuse: (err: ConnectError) => void;
   /** Armed while an admitted request has not ended: fires when no bytes arrived (or, the message whole, no end) for `settings.idleMs`. */
   private idleTimer: NodeJS.Timeout | undefined;
-  /** Set once the message's bytes are taken from the budget (at once without one). */
-  private admitted = false;
-  /** What waits for {@link admitted} ({@link whenAdmitted}); dropped when the call is refused. */
+  /** What waits for the message's admission ({@link whenAdmitted}); dropped when the call is refused. */
   private waiting: Array<() => void> = [];
   /** Set once the request has ended (END_STREAM). */
   private ended = false;
@@ -112,7 +110,6 @@ export class GrpcRequestWatch {
       clearTimeout(this.idleTimer);
       refuse(err);
     };
-    if (settings.budget === undefined) this.admitted = true;
     stream.prependListener("data", this.onData);
     stream.once("end", () => {
       this.ended = true;
@@ -137,8 +134,13 @@ export class GrpcRequestWatch {
   whenAdmitted(run: () => void): void {
     if (this.refused) return;
     // No message prefix came: nothing is charged, and the caller refuses the empty request.
-    if (this.admitted || this.declared === undefined) run();
+    if (this.admitted() || this.declared === undefined) run();
     else this.waiting.push(run);
+  }
+
+  /** True once the message's bytes are taken from the budget (at once without one). */
+  private admitted(): boolean {
+    return this.taken > 0 || this.settings.budget === undefined;
   }
 
   /** A refusal for the bytes after the one request message, or undefined when the body held no more than it. */
@@ -167,7 +169,6 @@ export class GrpcRequestWatch {
    */
   private admit(bytes: number): void {
     this.taken = bytes;
-    this.admitted = true;
     if (this.refused) return;
     if (!this.ended) {
       const { idleMs } = this.settings;
