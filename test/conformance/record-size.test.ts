@@ -58,7 +58,7 @@ describe("record sizes against the harness's 64 MiB limit", () => {
   let harnessSessions: Client<typeof SessionStoreService>;
 
   beforeAll(async () => {
-    server = await startServer(["event-log", "session-store", "schedule-store", "--store", "sqlite::memory:"]);
+    server = await startServer(["event-log", "session-store", "--store", "sqlite::memory:"]);
     events = grpcClient(EventLogService, server.address);
     sessions = grpcClient(SessionStoreService, server.address);
     const harness = createGrpcTransport({ baseUrl: `http://${server.address}`, readMaxBytes: HARNESS_LIMIT, writeMaxBytes: MAX_MESSAGE_BYTES, nodeOptions: { maxSessionMemory: SESSION_MEMORY_MIB } });
@@ -78,6 +78,34 @@ describe("record sizes against the harness's 64 MiB limit", () => {
     expect((await harnessSessions.load({ sessionId: "size-snap" })).snapshot?.payload.byteLength).toBe(fits.byteLength);
   });
 
+  test("an event or gap whose ReadAfter answer would exceed 64 MiB is INVALID_ARGUMENT and not appended; one just under is readable", async () => {
+    const id = "size-events";
+    await expectOversizedAppendsRefused(events, id);
+    const fits = jsonOf(HARNESS_LIMIT - 1024);
+    await events.append({ sessionId: id, event: { format: EVENT_FORMAT, payload: fits } });
+    await events.append({ sessionId: id, event: { format: EVENT_FORMAT, payload: jsonOf(16) } });
+    const sizes: number[] = [];
+    for await (const r of harnessEvents.readAfter({ sessionId: id })) sizes.push(r.event!.payload.byteLength);
+    expect(sizes).toEqual([fits.byteLength, 16]);
+  });
+});
+
+// The refusals are the service's, before any store: the same on every backend, and nothing reaches the store; a schedule within the room is claimed and loaded through each store.
+describe.each(conformanceBackends())("oversized appends and schedules on $name", (backend: TestBackend) => {
+  let server: ServerProcess;
+  beforeAll(async () => {
+    const { store, args } = await backend.setup();
+    server = await startServer(["event-log", "schedule-store", "--store", store, ...args]);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await backend.teardown();
+  });
+
+  test("an event or gap whose ReadAfter answer would exceed 64 MiB, its cursor counted, is INVALID_ARGUMENT and not appended", async () => {
+    await expectOversizedAppendsRefused(grpcClient(EventLogService, server.address), "size-events");
+  });
+
   test("a schedule that leaves its answers less than the room for claim state is INVALID_ARGUMENT and not stored; one within it is claimed and loaded by a 64 MiB reader", async () => {
     const schedules = grpcClient(ScheduleStoreService, server.address);
     const harnessSchedules = createClient(ScheduleStoreService, createGrpcTransport({ baseUrl: `http://${server.address}`, readMaxBytes: HARNESS_LIMIT, writeMaxBytes: MAX_MESSAGE_BYTES, nodeOptions: { maxSessionMemory: SESSION_MEMORY_MIB } }));
@@ -94,33 +122,5 @@ describe("record sizes against the harness's 64 MiB limit", () => {
     const claimed = await harnessSchedules.claimScheduleNow({ name: "size-sched", now: ts(1_767_225_600, 123_456_789), nextFire: ts(1_767_229_200, 987_654_321) });
     expect(readSchedule(claimed.schedule).state.FireCount).toBe(1);
     expect((await harnessSchedules.loadSchedule({ name: "size-sched" })).schedule?.payload.byteLength).toBeGreaterThan(fits.payload.byteLength);
-  });
-
-  test("an event or gap whose ReadAfter answer would exceed 64 MiB is INVALID_ARGUMENT and not appended; one just under is readable", async () => {
-    const id = "size-events";
-    await expectOversizedAppendsRefused(events, id);
-    const fits = jsonOf(HARNESS_LIMIT - 1024);
-    await events.append({ sessionId: id, event: { format: EVENT_FORMAT, payload: fits } });
-    await events.append({ sessionId: id, event: { format: EVENT_FORMAT, payload: jsonOf(16) } });
-    const sizes: number[] = [];
-    for await (const r of harnessEvents.readAfter({ sessionId: id })) sizes.push(r.event!.payload.byteLength);
-    expect(sizes).toEqual([fits.byteLength, 16]);
-  });
-});
-
-// The refusals are the service's, before any store: the same on every backend, and nothing reaches the store.
-describe.each(conformanceBackends())("oversized appends on $name", (backend: TestBackend) => {
-  let server: ServerProcess;
-  beforeAll(async () => {
-    const { store, args } = await backend.setup();
-    server = await startServer(["event-log", "--store", store, ...args]);
-  });
-  afterAll(async () => {
-    await server?.stop();
-    await backend.teardown();
-  });
-
-  test("an event or gap whose ReadAfter answer would exceed 64 MiB, its cursor counted, is INVALID_ARGUMENT and not appended", async () => {
-    await expectOversizedAppendsRefused(grpcClient(EventLogService, server.address), "size-events");
   });
 });
